@@ -1,0 +1,187 @@
+"""Load and validate a TOML sweep file into a frozen Config; every mistake names file, key and expectation."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from .errors import UserError
+from .paths import data_dir
+from .problem import Problem
+from .records import Timing
+from .space import Setting
+
+DEFAULT_CONFIG = "mali_t860_conv3x3"
+TOP_KEYS = {"name", "description", "problem", "run", "setting"}
+PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias"}
+RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
+            "baseline"}
+SETTING_KEYS = {"name", "family", "params"}
+DEFAULT_FAMILY = "conv2d"
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    path: str
+    problem: Problem
+    settings: tuple[Setting, ...]
+    timing: Timing = field(default_factory=Timing)
+    rtol: float = 1e-3
+    atol: float = 1e-3
+    seed: int = 0
+    baseline: str | None = None
+    description: str = ""
+
+
+class _Checker:
+    """Typed access to TOML tables that reports `file: key: expected ..., got ...`."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, key: str, msg: str):
+        raise UserError(f"{self.path}: {key}: {msg}")
+
+    def unknown(self, table: dict, allowed: set, where: str):
+        for key in table:
+            if key not in allowed:
+                self.fail(f"{where}{key}", f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+    def get(self, table: dict, key: str, kinds, where: str, default=None, check=None, expected=""):
+        if key not in table:
+            if default is _REQUIRED:
+                self.fail(f"{where}{key}", f"missing; expected {expected}")
+            return default
+        value = table[key]
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        bad_bool = isinstance(value, bool) and bool not in kinds
+        if not isinstance(value, kinds) or bad_bool or (check and not check(value)):
+            self.fail(f"{where}{key}", f"expected {expected}, got {value!r}")
+        return value
+
+
+_REQUIRED = object()
+
+
+def _is_shape(v) -> bool:
+    return (isinstance(v, list) and len(v) == 4
+            and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in v))
+
+
+def _is_int_or_pair(min_value: int):
+    def ok(v):
+        items = v if isinstance(v, list) else [v]
+        return (len(items) in (1, 2) and (isinstance(v, list) == (len(items) == 2))
+                and all(isinstance(i, int) and not isinstance(i, bool) and i >= min_value for i in items))
+    return ok
+
+
+def resolve_path(name_or_path: str | None) -> Path:
+    """A config file path, or the name of a bundled config (with or without .toml)."""
+    if not name_or_path:
+        name_or_path = DEFAULT_CONFIG
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    bundled = data_dir("configs") / (path.name if path.suffix == ".toml" else path.name + ".toml")
+    if bundled.exists():
+        return bundled
+    raise UserError(f"{name_or_path}: no such config file (bundled configs: "
+                    f"{', '.join(sorted(p.stem for p in data_dir('configs').glob('*.toml')))})")
+
+
+def load(name_or_path: str | None = None) -> Config:
+    path = resolve_path(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    return parse(data, str(path))
+
+
+def parse(data: dict, path: str = "<config>") -> Config:
+    c = _Checker(path)
+    c.unknown(data, TOP_KEYS, "")
+    name = c.get(data, "name", str, "", Path(path).stem, lambda v: v.strip() != "", "a non-empty string")
+    description = c.get(data, "description", str, "", "", expected="a string")
+    problem = _problem(c, c.get(data, "problem", dict, "", _REQUIRED, expected="a [problem] table"))
+    run = c.get(data, "run", dict, "", {}, expected="a [run] table")
+    c.unknown(run, RUN_KEYS, "run.")
+    pos_int = lambda v: v >= 1  # noqa: E731
+    nonneg = lambda v: v >= 0  # noqa: E731
+    timing = Timing(
+        warmup=c.get(run, "warmup", int, "run.", 1, nonneg, "an int >= 0"),
+        repeat=c.get(run, "repeat", int, "run.", 5, pos_int, "an int >= 1"),
+        min_time_ms=float(c.get(run, "min_time_ms", (int, float), "run.", 0.0, nonneg, "a number >= 0")),
+        max_repeat=c.get(run, "max_repeat", int, "run.", 1000, pos_int, "an int >= 1"),
+        noisy_cv=float(c.get(run, "noisy_cv", (int, float), "run.", 0.10, nonneg, "a number >= 0")),
+    )
+    if timing.max_repeat < timing.repeat:
+        c.fail("run.max_repeat", f"expected >= run.repeat ({timing.repeat}), got {timing.max_repeat}")
+    rtol = float(c.get(run, "rtol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))
+    atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))
+    seed = c.get(run, "seed", int, "run.", 0, expected="an int")
+    settings = _settings(c, data)
+    names = [s.name for s in settings]
+    baseline = c.get(run, "baseline", str, "run.", names[0] if names else None, expected="a setting name")
+    if settings and baseline not in names:
+        c.fail("run.baseline", f"expected the name of a setting ({', '.join(names)}), got {baseline!r}")
+    if not settings:
+        c.fail("setting", "expected at least one [[setting]]")
+    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description)
+
+
+def _problem(c: _Checker, t: dict) -> Problem:
+    c.unknown(t, PROBLEM_KEYS, "problem.")
+    shape = "a list of 4 positive ints"
+    x = c.get(t, "input", list, "problem.", _REQUIRED, _is_shape, shape + " [N, C, H, W]")
+    w = c.get(t, "weight", list, "problem.", _REQUIRED, _is_shape, shape + " [K, C/groups, R, S]")
+    pair1 = "an int >= 1 or a pair [h, w]"
+    stride = c.get(t, "stride", (int, list), "problem.", 1, _is_int_or_pair(1), pair1)
+    padding = c.get(t, "padding", (int, list), "problem.", 0, _is_int_or_pair(0), "an int >= 0 or a pair [h, w]")
+    dilation = c.get(t, "dilation", (int, list), "problem.", 1, _is_int_or_pair(1), pair1)
+    groups = c.get(t, "groups", int, "problem.", 1, lambda v: v >= 1, "an int >= 1")
+    bias = c.get(t, "bias", bool, "problem.", True, expected="true or false")
+    try:
+        return Problem.from_shapes(x, w, tuple(stride) if isinstance(stride, list) else stride,
+                                   tuple(padding) if isinstance(padding, list) else padding,
+                                   tuple(dilation) if isinstance(dilation, list) else dilation,
+                                   groups, bias)
+    except ValueError as exc:
+        c.fail("problem", str(exc))
+
+
+def _settings(c: _Checker, data: dict) -> list[Setting]:
+    from .workloads import get_family
+
+    entries = c.get(data, "setting", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
+                    "[[setting]] tables")
+    out, seen = [], set()
+    for i, entry in enumerate(entries):
+        where = f"setting[{i}]."
+        c.unknown(entry, SETTING_KEYS, where)
+        name = c.get(entry, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
+        if name in seen:
+            c.fail(f"{where}name", f"duplicate setting name {name!r}; names must be unique")
+        seen.add(name)
+        family_name = c.get(entry, "family", str, where, DEFAULT_FAMILY, expected="a kernel family name")
+        try:
+            family = get_family(family_name)
+        except UserError as exc:
+            c.fail(f"{where}family", str(exc))
+        params = c.get(entry, "params", dict, where, {}, expected="a table of parameter values")
+        try:
+            family.resolve(params)
+        except UserError as exc:
+            c.fail(f"{where}params", str(exc))
+        out.append(Setting.make(name, family_name, params))
+    return out

@@ -1,0 +1,14 @@
+"""Where the kernel templates and configs live: beside the package in a checkout, inside it when installed."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+
+def data_dir(name: str) -> Path:
+    """kernels/ or configs/ at the repository root, else the copy packaged as cltune.<name>."""
+    here = Path(__file__).resolve().parents[1] / name
+    if here.is_dir():
+        return here
+    return Path(str(resources.files(f"cltune.{name}")))

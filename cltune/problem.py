@@ -1,0 +1,154 @@
+"""The conv2d problem every kernel family solves: shapes, derived sizes, inputs, numpy reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def pair(value, name: str) -> tuple[int, int]:
+    """An int or an (h, w) pair, as torch.nn.functional.conv2d takes them."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value
+    ):
+        return int(value[0]), int(value[1])
+    raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One conv2d layer: input [N, C, H, W], weight [K, C/groups, R, S], stride, padding, dilation."""
+
+    batch: int
+    in_c: int
+    in_h: int
+    in_w: int
+    out_c: int
+    filter_h: int
+    filter_w: int
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_h: int = 0
+    pad_w: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
+    groups: int = 1
+    bias: bool = True
+
+    def __post_init__(self):
+        for name in ("batch", "in_c", "in_h", "in_w", "out_c", "filter_h", "filter_w",
+                     "stride_h", "stride_w", "dilation_h", "dilation_w", "groups"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.pad_h < 0 or self.pad_w < 0:
+            raise ValueError(f"padding must be >= 0, got ({self.pad_h}, {self.pad_w})")
+        if self.in_c % self.groups or self.out_c % self.groups:
+            raise ValueError(
+                f"groups={self.groups} must divide in_channels={self.in_c} and out_channels={self.out_c}")
+        if self.out_h < 1 or self.out_w < 1:
+            raise ValueError(
+                f"output would be empty: input {self.in_h}x{self.in_w} with padding "
+                f"({self.pad_h}, {self.pad_w}) is smaller than the dilated filter "
+                f"{(self.filter_h - 1) * self.dilation_h + 1}x{(self.filter_w - 1) * self.dilation_w + 1}")
+
+    @classmethod
+    def from_shapes(cls, input_shape, weight_shape, stride=1, padding=0, dilation=1, groups=1,
+                    bias=True) -> "Problem":
+        """Build from torch-style shapes: input [N, C, H, W], weight [K, C/groups, R, S]."""
+        if len(input_shape) != 4:
+            raise ValueError(f"input must be [N, C, H, W], got shape {list(input_shape)}")
+        if len(weight_shape) != 4:
+            raise ValueError(f"weight must be [K, C/groups, R, S], got shape {list(weight_shape)}")
+        n, c, h, w = (int(v) for v in input_shape)
+        k, cg, r, s = (int(v) for v in weight_shape)
+        if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
+            raise ValueError(f"groups must be a positive int, got {groups!r}")
+        if cg * groups != c:
+            raise ValueError(
+                f"weight {list(weight_shape)} with groups={groups} expects input with {cg * groups} "
+                f"channels, but got input {list(input_shape)} with {c} channels")
+        sh, sw = pair(stride, "stride")
+        ph, pw = pair(padding, "padding")
+        dh, dw = pair(dilation, "dilation")
+        return cls(n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, int(groups), bool(bias))
+
+    @property
+    def out_h(self) -> int:
+        return (self.in_h + 2 * self.pad_h - self.dilation_h * (self.filter_h - 1) - 1) // self.stride_h + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.in_w + 2 * self.pad_w - self.dilation_w * (self.filter_w - 1) - 1) // self.stride_w + 1
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.in_c, self.in_h, self.in_w)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        return (self.out_c, self.in_c // self.groups, self.filter_h, self.filter_w)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.out_c, self.out_h, self.out_w)
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds counted as two FLOPs (bias adds not counted), as the study counts them."""
+        macs = self.batch * self.out_c * self.out_h * self.out_w * (self.in_c // self.groups) \
+            * self.filter_h * self.filter_w
+        return 2 * macs
+
+    @property
+    def min_bytes(self) -> int:
+        """The least traffic any kernel must move: read input, weights and bias once, write output once."""
+        elems = np.prod(self.input_shape) + np.prod(self.weight_shape) + np.prod(self.output_shape)
+        return 4 * int(elems + (self.out_c if self.bias else 0))
+
+    @property
+    def key(self) -> str:
+        """A stable text id used in results files, resume keys and the best-config database."""
+        return (f"n{self.batch}_c{self.in_c}_h{self.in_h}_w{self.in_w}_k{self.out_c}"
+                f"_r{self.filter_h}_s{self.filter_w}_st{self.stride_h}x{self.stride_w}"
+                f"_p{self.pad_h}x{self.pad_w}_d{self.dilation_h}x{self.dilation_w}_g{self.groups}"
+                f"{'' if self.bias else '_nobias'}")
+
+    def describe(self) -> str:
+        return (f"input {list(self.input_shape)} weight {list(self.weight_shape)} "
+                f"stride ({self.stride_h}, {self.stride_w}) padding ({self.pad_h}, {self.pad_w}) "
+                f"dilation ({self.dilation_h}, {self.dilation_w})"
+                + (f" groups {self.groups}" if self.groups > 1 else "")
+                + f" -> output {list(self.output_shape)}")
+
+    def make_inputs(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Deterministic float32 input, weight and bias, uniform in [-1, 1)."""
+        rng = np.random.default_rng(seed)
+        x = rng.uniform(-1, 1, self.input_shape).astype(np.float32)
+        w = rng.uniform(-1, 1, self.weight_shape).astype(np.float32)
+        b = rng.uniform(-1, 1, self.out_c).astype(np.float32) if self.bias else None
+        return x, w, b
+
+
+def reference_conv2d(problem: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """conv2d in float64, with torch's semantics (cross-correlation, zero padding, groups)."""
+    p = problem
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p.pad_h, p.pad_h), (p.pad_w, p.pad_w)))
+    w64 = w.astype(np.float64)
+    cg, kg = p.in_c // p.groups, p.out_c // p.groups
+    out = np.zeros(p.output_shape, dtype=np.float64)
+    for r in range(p.filter_h):
+        for s in range(p.filter_w):
+            y0, x0 = r * p.dilation_h, s * p.dilation_w
+            hs = slice(y0, y0 + p.stride_h * (p.out_h - 1) + 1, p.stride_h)
+            ws = slice(x0, x0 + p.stride_w * (p.out_w - 1) + 1, p.stride_w)
+            patch = xp[:, :, hs, ws].reshape(p.batch, p.groups, cg, p.out_h, p.out_w)
+            wg = w64[:, :, r, s].reshape(p.groups, kg, cg)
+            out += np.einsum("gkc,ngchw->ngkhw", wg, patch, optimize=True).reshape(out.shape)
+    if b is not None:
+        out += b.astype(np.float64)[None, :, None, None]
+    return out

@@ -1,0 +1,143 @@
+"""Kernel families: the host side of each kernel template in kernels/, registered by name.
+
+A family knows its parameters (the knobs of its template), which settings cannot run on a problem
+or device (`check`), the -D macros a setting compiles with (`defines`) and the launches that compute
+one conv2d (`launches`). It never times or verifies anything: measure.py does that for all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..errors import UserError
+from ..paths import data_dir
+
+
+@dataclass(frozen=True)
+class Param:
+    """A knob: its allowed values (None: any int >= 0), its default and what it does."""
+
+    name: str
+    values: tuple | None
+    default: object
+    doc: str
+
+
+@dataclass
+class Launch:
+    """One kernel enqueue of a setting; a setting's parts are timed separately and together."""
+
+    part: str
+    kernel: str
+    args: list
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+
+
+# The local work size is a tunable of every family: all zero lets the driver choose (NULL).
+LWS_PARAMS = (
+    Param("LWS_X", None, 0, "local work size, dimension 0 (0 with Y and Z 0: the driver chooses)"),
+    Param("LWS_Y", None, 0, "local work size, dimension 1 (0 counts as 1 when another is set)"),
+    Param("LWS_Z", None, 0, "local work size, dimension 2 (0 counts as 1 when another is set)"),
+)
+
+
+def local_size(p: dict, ndim: int = 3) -> tuple[int, ...] | None:
+    sizes = (p.get("LWS_X", 0), p.get("LWS_Y", 0), p.get("LWS_Z", 0))[:ndim]
+    if not any(sizes):
+        return None
+    return tuple(max(1, int(v)) for v in sizes)
+
+
+def round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def global_size(work: tuple[int, ...], local: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Cover every work-item: round each dimension up to the local size (OpenCL 1.2 needs it)."""
+    if local is None:
+        return tuple(max(1, w) for w in work)
+    return tuple(round_up(max(1, w), l) for w, l in zip(work, local))
+
+
+@dataclass
+class Family:
+    """Base class: subclasses set name, sources, params, named and implement the three hooks."""
+
+    name: str = ""
+    sources: tuple[str, ...] = ()
+    params: tuple[Param, ...] = ()
+    named: dict = field(default_factory=dict)  # built-in named settings: name -> params
+
+    def all_params(self) -> dict[str, Param]:
+        return {p.name: p for p in self.params + LWS_PARAMS}
+
+    def resolve(self, values: dict, where: str = "") -> dict:
+        """Defaults filled in; unknown names and values outside a knob's list raise UserError."""
+        known = self.all_params()
+        out = {name: p.default for name, p in known.items()}
+        for key, value in values.items():
+            if key not in known:
+                raise UserError(f"{where}unknown parameter {key!r} for family {self.name!r}; "
+                                f"known: {', '.join(sorted(known))}")
+            p = known[key]
+            if p.values is None:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise UserError(f"{where}parameter {key} must be an int >= 0, got {value!r}")
+            elif value not in p.values or isinstance(value, bool):
+                raise UserError(f"{where}parameter {key} must be one of {list(p.values)}, got {value!r}")
+            out[key] = value
+        return out
+
+    def source(self) -> str:
+        return "\n".join(read_kernel(f) for f in self.sources)
+
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source().encode()).hexdigest()[:12]
+
+    # Hooks --------------------------------------------------------------------------------------
+    def check(self, problem, p: dict, device) -> str | None:
+        """Why this setting cannot run this problem on this device, or None."""
+        return None
+
+    def defines(self, problem, p: dict) -> dict:
+        raise NotImplementedError
+
+    def launches(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
+        raise NotImplementedError
+
+
+@lru_cache(maxsize=None)
+def read_kernel(filename: str) -> str:
+    return (data_dir("kernels") / filename).read_text()
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    FAMILIES[family.name] = family
+    return family
+
+
+def get_family(name: str) -> Family:
+    _load_builtin()
+    if name not in FAMILIES:
+        raise UserError(f"unknown kernel family {name!r}; known: {', '.join(sorted(FAMILIES))}")
+    return FAMILIES[name]
+
+
+def builtin_settings() -> dict[str, tuple[str, dict]]:
+    """Every built-in named setting across families: name -> (family, params)."""
+    _load_builtin()
+    out = {}
+    for fam in FAMILIES.values():
+        for name, params in fam.named.items():
+            out[name] = (fam.name, dict(params))
+    return out
+
+
+def _load_builtin() -> None:
+    from . import conv2d  # noqa: F401  (registers itself)

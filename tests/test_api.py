@@ -1,0 +1,68 @@
+"""cltune.conv2d: torch.nn.functional.conv2d's arguments and results, for every built-in setting."""
+
+import numpy as np
+import pytest
+
+import cltune
+from cltune.errors import UserError
+from cltune.problem import Problem, reference_conv2d
+
+torch = pytest.importorskip("torch")
+
+CASES = [
+    dict(x=(2, 3, 9, 7), w=(4, 3, 3, 3), stride=1, padding=1, dilation=1),
+    dict(x=(1, 5, 10, 11), w=(2, 5, 3, 1), stride=(2, 1), padding=(0, 2), dilation=(2, 3)),
+    dict(x=(6, 5, 7), w=(3, 6, 1, 1), stride=2, padding=0, dilation=1),  # unbatched input
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("setting", cltune.settings())
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_matches_torch(case, setting, with_bias):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(case["x"]).astype(np.float32)
+    w = rng.standard_normal(case["w"]).astype(np.float32)
+    b = rng.standard_normal(case["w"][0]).astype(np.float32) if with_bias else None
+    kw = dict(stride=case["stride"], padding=case["padding"], dilation=case["dilation"])
+    got = cltune.conv2d(x, w, b, setting=setting, **kw)
+    want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                      None if b is None else torch.from_numpy(b), **kw).numpy()
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_settings_lists_the_ladder_in_order():
+    assert cltune.settings()[:3] == ["normal", "macros_s1", "macros_s2"]
+    assert "split" in cltune.settings()
+
+
+def test_non_contiguous_input_is_made_contiguous_like_torch():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 3, 8, 16)).astype(np.float32)[:, :, :, ::2]
+    w = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    assert not x.flags.c_contiguous
+    p = Problem.from_shapes(x.shape, w.shape, padding=1, bias=False)
+    np.testing.assert_allclose(cltune.conv2d(x, w, padding=1), reference_conv2d(p, x, w, None),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(setting="fastest"), "unknown setting 'fastest'"),
+    (dict(stride=0), "stride_h must be >= 1"),
+    (dict(padding=-1), "padding must be >= 0"),
+    (dict(stride=(1, 2, 3)), "stride must be an int or a pair"),
+])
+def test_bad_arguments_get_one_clear_line(kwargs, message):
+    x = np.zeros((1, 2, 5, 5), np.float32)
+    w = np.zeros((3, 2, 3, 3), np.float32)
+    with pytest.raises(UserError, match=message):
+        cltune.conv2d(x, w, **kwargs)
+
+
+def test_wrong_ndim_and_channels_are_refused():
+    w = np.zeros((3, 2, 3, 3), np.float32)
+    with pytest.raises(UserError, match="Expected 3D .* or 4D"):
+        cltune.conv2d(np.zeros((5, 5), np.float32), w)
+    with pytest.raises(UserError, match="expects input with 2 channels"):
+        cltune.conv2d(np.zeros((1, 4, 5, 5), np.float32), w)

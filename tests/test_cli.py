@@ -1,0 +1,96 @@
+"""The CLI through click's CliRunner: sweep -> CSV -> show, settings, devices, and bad input."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cltune import results
+from cltune.cli import main
+
+
+@pytest.fixture(scope="module")
+def quick_csv(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "quick.csv"
+    res = CliRunner().invoke(main, ["sweep", "quick", "--out", str(out), "--repeat", "2", "--warmup", "0"])
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def test_sweep_prints_the_table_and_writes_csv_and_device_json(quick_csv):
+    out, output = quick_csv
+    df = results.load(out)
+    assert list(df["setting"])[:2] == ["normal", "macros_s1"] and len(df) == 11
+    assert (df["status"] == "ok").all()
+    assert (df["total_ms_median"] >= df["run_ms_median"]).all()
+    for col in ("queue_ms_median", "submit_ms_median", "run_ms_min"):
+        assert (df[col] >= 0).all()
+    assert df["device"].nunique() == 1 and df["source_hash"].str.len().eq(12).all()
+    assert "normal" in output and "wrote" in output
+    info = json.loads(out.with_suffix(".device.json").read_text())
+    assert info["name"] == df["device"][0] and info["compute_units"] >= 1
+
+
+def test_csv_round_trips_through_show(quick_csv):
+    out, _ = quick_csv
+    res = CliRunner().invoke(main, ["show", str(out)])
+    assert res.exit_code == 0, res.output
+    df = results.load(out)
+    for name in df["setting"]:
+        assert name in res.output
+    assert f"{df['run_ms_median'][0]:.3f}" in res.output
+
+
+def test_show_skips_a_truncated_last_line_with_a_warning(quick_csv, tmp_path):
+    out, _ = quick_csv
+    cut = tmp_path / "cut.csv"
+    data = out.read_text()
+    cut.write_text(data[: len(data) - 40])  # power cut in the middle of the last row
+    with pytest.warns(results.TruncatedLineWarning):
+        df = results.load(cut)
+    assert len(df) == 10
+
+
+def test_settings_lists_d_options():
+    res = CliRunner().invoke(main, ["settings"])
+    assert res.exit_code == 0
+    assert "-cl-std=CL1.2" in res.output and "-DIN_C=512" in res.output
+
+
+def test_devices_lists_at_least_one_device():
+    res = CliRunner().invoke(main, ["devices"])
+    assert res.exit_code == 0 and "[0]" in res.output and "Max compute units" in res.output
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 2, 3, 3]\n[[setting]]\nname = 'a'\nparams = { UNROLL = 7 }",
+     "setting[0].params: parameter UNROLL must be one of [0, 1, 2], got 7"),
+    ("[problem]\ninput = [1, 2, 5]\nweight = [2, 2, 3, 3]\n[[setting]]\nname = 'a'",
+     "problem.input: expected a list of 4 positive ints"),
+    ("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 2, 3, 3]\nspeed = 3\n[[setting]]\nname = 'a'",
+     "problem.speed: unknown key"),
+    ("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 2, 3, 3]\n[[setting]]\nname = 'a'\n[[setting]]\nname = 'a'",
+     "duplicate setting name 'a'"),
+    ("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 2, 3, 3]\n[[setting]]\nname = 'a'\nfamily = 'winograd9'",
+     "setting[0].family: unknown kernel family 'winograd9'"),
+    ("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 3, 3, 3]\n[[setting]]\nname = 'a'",
+     "problem: weight [2, 3, 3, 3] with groups=1 expects input with 3 channels"),
+    ("[problem\n", "not valid TOML"),
+])
+def test_bad_config_is_one_line_naming_file_and_key_exit_2(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    res = CliRunner().invoke(main, ["sweep", str(path), "--out", str(tmp_path / "x.csv")])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and str(path) in res.output
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_missing_config_and_bad_device_are_one_line():
+    res = CliRunner().invoke(main, ["sweep", "no_such_config"])
+    assert res.exit_code == 2 and "no such config file" in res.output
+    res = CliRunner().invoke(main, ["sweep", "quick", "--device", "no-such-gpu"])
+    assert res.exit_code == 2 and "no OpenCL device matches 'no-such-gpu'" in res.output
+    res = CliRunner().invoke(main, ["sweep", "quick", "--device", "99"])
+    assert res.exit_code == 2 and "device index 99 is out of range" in res.output
