@@ -32,8 +32,8 @@ def _runner(device):
     return _RUNNERS[key]
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, *, setting: str = "normal",
-           device=None) -> np.ndarray:
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+           setting: str = "normal", device=None) -> np.ndarray:
     """conv2d of NCHW (or unbatched CHW) float32 arrays with one built-in setting; returns numpy."""
     from .problem import Problem
     from .space import Setting
@@ -54,7 +54,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, *, setting
         if b.shape != (w.shape[0],):
             raise UserError(f"bias must have shape [{w.shape[0]}] (one per output channel), got {list(b.shape)}")
     try:
-        problem = Problem.from_shapes(x.shape, w.shape, stride, padding, dilation, 1, b is not None)
+        problem = Problem.from_shapes(x.shape, w.shape, stride, padding, dilation, groups, b is not None)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     named = builtin_settings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyopencl as cl
@@ -47,6 +47,7 @@ class Buffers:
     w_host: np.ndarray
     b_host: np.ndarray
     out_nbytes: int
+    cache: dict = field(default_factory=dict)  # families keep repacked weights and scratch here
 
 
 class Runner:
