@@ -149,7 +149,7 @@ class Runner:
             reason = self.check_limits(kernels, launches)
             if reason:
                 return Measurement(status=Status.INVALID, error=reason, **base)
-            return self._verify_and_time(problem, kernels, launches, timing, base, t_start)
+            return self._verify_and_time(problem, family, p, kernels, launches, timing, base, t_start)
         except cl.Error as exc:
             return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **base)
 
@@ -174,7 +174,8 @@ class Runner:
                 return f"{la.kernel}: work-group of {items} > kernel's CL_KERNEL_WORK_GROUP_SIZE {kwg}"
         return None
 
-    def _verify_and_time(self, problem, kernels, launches, timing: Timing, base, t_start) -> Measurement:
+    def _verify_and_time(self, problem, family, p, kernels, launches, timing: Timing, base,
+                         t_start) -> Measurement:
         nan = np.float32(np.nan)
         cl.enqueue_fill_buffer(self.queue, self.bufs.out, nan, 0, self.bufs.out_nbytes).wait()
         t0 = time.perf_counter()
@@ -183,7 +184,8 @@ class Runner:
         first_ms = (time.perf_counter() - t0) * 1e3
         out = np.empty(problem.output_shape, np.float32)
         cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
-        ok, max_err = compare(out, self.expected, self.rtol, self.atol)
+        rtol, atol = family.tolerance(problem, p, self.rtol, self.atol)
+        ok, max_err = compare(out, self.expected, rtol, atol)
         for _ in range(timing.warmup):
             self._round(kernels, launches)
         rounds, run_sum = [], 0.0
@@ -192,6 +194,6 @@ class Runner:
             rounds.append(self._round(kernels, launches))
             run_sum += rounds[-1].run_ms
         status = Status.OK if ok else Status.WRONG_RESULT
-        error = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={self.rtol:g} atol={self.atol:g}"
+        error = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
         return Measurement(status=status, error=error, first_launch_ms=first_ms, max_abs_err=max_err,
                            rounds=tuple(rounds), wall_ms=(time.perf_counter() - t_start) * 1e3, **base)
