@@ -107,7 +107,7 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     res = Result(path)
     with results.ResultsFile(path) as sink:
         results.save_device_info(path, info)
-        resumed = _resumed(path) if opts.resume else {}
+        resumed, had_rerank = _resumed(path) if opts.resume else ({}, False)
         strategy = ["listed"]
 
         def record(m: Measurement, phase: str) -> Outcome:
@@ -135,32 +135,36 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
         strategy[0] = "rerank"
-        if len(top) >= 2:
+        nothing_new = had_rerank and not res.rows  # a finished sweep resumed: measure nothing again
+        if len(top) >= 2 and not nothing_new:
             rerank_timing = Timing(warmup=1, repeat=cfg.rerank_repeat, noisy_cv=timing.noisy_cv)
             for m in backend.measure_interleaved(problem, [o.setting for o in top], rerank_timing):
                 record(m, "rerank")
             final = [r for r in res.rows if r["phase"] == "rerank" and r["status"] == "ok"]
-            base = [r for r in final if r["setting"] == cfg.baseline]
-            if base:
-                res.baseline_ms = base[0]["run_ms_median"]
+        elif nothing_new:
+            df = results.load(path)
+            final = results.ok_rows(df[df["phase"] == "rerank"]).to_dict("records")
         else:
             keys = {ident(o.setting)["key"] for o in top}
             final = [r for r in res.rows if r["key"] in keys]
         res.ranking = sorted(final, key=lambda r: r["run_ms_median"])
+        base = [r for r in final if r["setting"] == cfg.baseline]
+        if base:  # measured beside the others: the speedup is side by side
+            res.baseline_ms = base[0]["run_ms_median"]
     return res
 
 
-def _resumed(path: Path) -> dict:
-    """Outcomes of the search rows already in the file, by key (a truncated last line is skipped)."""
+def _resumed(path: Path) -> tuple[dict, bool]:
+    """Outcomes of the search rows already in the file, by key, and whether it holds a re-ranking."""
     if not path.exists() or path.stat().st_size == 0:
-        return {}
+        return {}, False
     df = results.load(path)
     out = {}
     for row in df[df["phase"] == "search"].to_dict("records"):
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
         cost = row["run_ms_median"] if row["status"] == "ok" else None
         out[row["key"]] = Outcome(setting, row["status"], cost, resumed=True)
-    return out
+    return out, bool((df["phase"] == "rerank").any())
 
 
 def _wall_ms(rows: list, path: Path, key: str) -> float | None:
