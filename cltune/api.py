@@ -51,13 +51,6 @@ def _resolve_setting(setting, runner, problem):
     return (setting, *named[setting])
 
 
-def _array(value, name: str) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.dtype != np.float32:
-        raise UserError(f"{name} must be float32 (cltune computes in float32), got {arr.dtype}")
-    return np.ascontiguousarray(arr)
-
-
 def _runner(device):
     from .measure import Runner
 
@@ -72,29 +65,15 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     """conv2d of NCHW (or unbatched CHW) float32 arrays; returns numpy. `setting` is a built-in
     name (see settings()), a dict of knob values with a "family" key, or "best" (the best-config
     database's choice for this device and problem, else a default for the device type)."""
-    from .problem import Problem
+    from . import args as checks
     from .space import Setting
 
-    x, w = _array(input, "input"), _array(weight, "weight")
-    unbatched = x.ndim == 3
-    if x.ndim not in (3, 4):
-        raise UserError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, "
-                        f"but got input of size: {list(x.shape)}")
-    if w.ndim != 4:
-        raise UserError(f"weight must be 4D [out_channels, in_channels, kH, kW], got size {list(w.shape)}")
-    if unbatched:
-        x = x[None]
-    b = None
-    if bias is not None:
-        b = _array(bias, "bias")
-        if b.shape != (w.shape[0],):
-            raise UserError(f"bias must have shape [{w.shape[0]}] (one per output channel), got {list(b.shape)}")
-    try:
-        problem = Problem.from_shapes(x.shape, w.shape, stride, padding, dilation, groups, b is not None)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    a = checks.check(input, weight, bias, stride, padding, dilation, groups)
+    if a.problem is None:  # an empty batch: torch returns an empty output too
+        out = np.empty(a.output_shape, np.float32)
+        return out[0] if a.unbatched else out
     runner = _runner(device)
-    name, family, params = _resolve_setting(setting, runner, problem)
-    runner.load_problem(problem, inputs=(x, w, b), reference=False)
-    out = runner.run_once(problem, Setting.make(name, family, params))
-    return out[0] if unbatched else out
+    name, family, params = _resolve_setting(setting, runner, a.problem)
+    runner.load_problem(a.problem, inputs=(a.x, a.w, a.b), reference=False)
+    out = runner.run_once(a.problem, Setting.make(name, family, params))
+    return out[0] if a.unbatched else out
