@@ -180,3 +180,6 @@ def show(csv_file, all_columns):
         click.echo(df.to_string(index=False))
     else:
         click.echo(results.format_table(df))
+
+
+from . import cli_report  # noqa: E402,F401
