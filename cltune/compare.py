@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import palette, runs
-from .plots import family_legend, log_axis, new_figure
+from .plots import family_legend, log_axis, new_figure, setting_ticks
 
 KEYS = ["problem", "setting"]
 
@@ -87,7 +87,7 @@ def plot(table: pd.DataFrame, labels, title: str = ""):
                     color=palette.FAILED_COLOR)
     log_axis(ax, "y")
     ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks(range(n), table["setting"], rotation=35, ha="right")
+    setting_ticks(ax, table["setting"])
     ax.set_ylabel("speedup in run time over the run's baseline (log)")
     ax.set_xlabel("setting")
     ax.set_title(title or "Settings across runs")

@@ -23,11 +23,14 @@ from .errors import UserError  # noqa: E402
 
 FORMATS = (".png", ".svg")
 DPI = 110
+MAX_WIDTH_IN = 20.0   # a tuning run of hundreds of settings still makes a readable image
+MAX_LABELLED = 60     # beyond this many bars, names and per-bar speedups would overlap
 
 
 def new_figure(n_items: int, height: float = 4.8) -> tuple[Figure, object]:
     """A figure wide enough for n_items labels along x, with one axes."""
-    fig = Figure(figsize=(max(6.4, 0.62 * n_items + 2.2), height), dpi=DPI, layout="constrained")
+    width = min(MAX_WIDTH_IN, max(6.4, 0.62 * n_items + 2.2))
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     return fig, fig.add_subplot()
 
 
@@ -56,6 +59,15 @@ def log_axis(ax, which: str = "y") -> None:
         return f"{v:g}" if hi / lo <= 3 or lead in (2, 5) else ""
 
     axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def setting_ticks(ax, names) -> None:
+    """Setting names under the bars, or only the count when there are too many to read."""
+    names = list(names)
+    if len(names) <= MAX_LABELLED:
+        ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
+    else:
+        ax.set_xticks([])
 
 
 def family_legend(families, suffix: str = "") -> list[Patch]:
@@ -88,8 +100,9 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
                    gid=f"{part}:{name}")
             bottom += h
         label = f"{speed[i]:.2f}x" if np.isfinite(speed[i]) else "-"
-        ax.text(i, bottom + 0.01 * top, label, ha="center", va="bottom", fontsize=8, gid=f"speedup:{name}")
-    ax.set_xticks(range(len(df)), df["setting"], rotation=35, ha="right")
+        if len(df) <= MAX_LABELLED:
+            ax.text(i, bottom + 0.01 * top, label, ha="center", va="bottom", fontsize=8, gid=f"speedup:{name}")
+    setting_ticks(ax, df["setting"])
     ax.set_ylim(0, top * 1.12)
     ax.set_ylabel("time per launch, ms (medians)")
     ax.set_xlabel(f"setting, in the config's order (label: speedup in run time over {base!r})")
@@ -124,7 +137,7 @@ def spread(df, title: str = "") -> Figure:
         if min(flat) > 0 and max(flat) / min(flat) > 20:
             log_axis(ax, "y")
     names = [r["setting"] + ("*" if str(r.get("noisy")) == "True" else "") for r in rows]
-    ax.set_xticks(range(len(rows)), names, rotation=35, ha="right")
+    setting_ticks(ax, names)
     dropped = len(df) - len(rows)
     ax.set_xlabel("setting" + (f" ({dropped} not ok, not shown)" if dropped else "")
                   + "; * noisy (run-time CV above the threshold)")
@@ -172,10 +185,24 @@ def progress(run_list, title: str = "") -> Figure:
     return fig
 
 
+def draw_roof(ax, pf: float, pb: float, xs, ys) -> None:
+    """The roof min(pf, pb * intensity) over the points' range and the ridge point, with margins."""
+    from .roofline import roof
+
+    ridge = pf / pb
+    x = np.geomspace(min(min(xs), ridge) / 8, max(max(xs), ridge) * 8, 256)
+    ax.plot(x, [roof(v, pf, pb) for v in x], color="black", linewidth=1.6, gid="roof",
+            label=f"roof: {pf:.1f} GFLOP/s, {pb:.1f} GB/s")
+    ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
+    ax.text(ridge, pf / 1.15, f" ridge {ridge:.2g} FLOP/B", fontsize=8, va="top")
+    ax.set_xlim(x[0], x[-1])
+    ax.set_ylim(min(min(ys), roof(x[0], pf, pb)) / 2, max(max(ys), pf) * 2)
+
+
 def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
     """Achieved GFLOP/s against arithmetic intensity (FLOP per minimum byte moved), log-log, one
     point per ok setting coloured by family, under the device's measured roof when peaks are given."""
-    from .roofline import figures, roof
+    from .roofline import figures
 
     fig, ax = new_figure(8, height=5.2)
     ok = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] == "ok"]
@@ -188,15 +215,7 @@ def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
     xs = [f["intensity"] for _, f in ok] or [1.0]
     ys = [f["gflops"] for _, f in ok] or [1.0]
     if peaks:
-        pf, pb = float(peaks["gflops"]), float(peaks["gbps"])
-        ridge = pf / pb
-        x = np.geomspace(min(min(xs), ridge) / 8, max(max(xs), ridge) * 8, 256)
-        ax.plot(x, [roof(v, pf, pb) for v in x], color="black", linewidth=1.6, gid="roof",
-                label=f"roof: {pf:.1f} GFLOP/s, {pb:.1f} GB/s")
-        ax.axvline(ridge, color="grey", linestyle=":", linewidth=1)
-        ax.text(ridge, pf / 1.15, f" ridge {ridge:.2g} FLOP/B", fontsize=8, va="top")
-        ax.set_xlim(x[0], x[-1])
-        ax.set_ylim(min(min(ys), roof(x[0], pf, pb)) / 2, max(max(ys), pf) * 2)
+        draw_roof(ax, float(peaks["gflops"]), float(peaks["gbps"]), xs, ys)
     else:
         ax.text(0.02, 0.97, "no measured peaks for this device: run `cltune peak` for the roof",
                 transform=ax.transAxes, fontsize=8, va="top", color="grey")
