@@ -49,6 +49,8 @@ def peak(device, repeat, target_ms, buffer_mib, out):
 
     opts = peakmod.PeakOptions(repeat=repeat, target_ms=target_ms, buffer_mib=buffer_mib)
     entry = peakmod.measure(device, opts, on_result)
+    for width, error in entry["failed"].items():
+        click.echo(f"float{width[1:]:<2}  failed: {error}")
     dev = entry["device"]
     click.echo(f"device: {dev['name']} ({dev['platform']}, driver {dev['driver']})")
     click.echo(f"peak compute: {entry['gflops']:.2f} GFLOP/s FP32   peak bandwidth: {entry['gbps']:.2f} GB/s"
@@ -60,31 +62,6 @@ def peak(device, repeat, target_ms, buffer_mib, out):
         click.echo(f"wrote {out}")
 
 
-def draw(kind: str, paths, baseline=None, peaks_file=None):
-    """The Figure of one plot kind from results files (ladder and spread take exactly one)."""
-    from . import peakstore, plots, runs
-
-    run_list = runs.load_runs(paths)
-    if kind in ("ladder", "spread") and len(run_list) != 1:
-        raise UserError(f"--kind {kind} draws one results file; got {len(run_list)}")
-    first = run_list[0]
-    if kind == "ladder":
-        return plots.ladder(first.df, baseline, f"Ladder: {first.label}")
-    if kind == "spread":
-        return plots.spread(first.df, f"Run-time spread: {first.label}")
-    if kind == "progress":
-        return plots.progress(run_list)
-    devices = {r.device_name for r in run_list}
-    if len(devices) > 1:
-        raise UserError(f"--kind roofline: files come from different devices ({', '.join(sorted(devices))}); "
-                        "plot them one device at a time")
-    import pandas as pd
-
-    df = pd.concat([r.df for r in run_list], ignore_index=True)
-    peaks = _peaks(peaks_file) or peakstore.for_results(df)
-    return plots.roofline(df, peaks, f"Roofline: {first.device_name}")
-
-
 @main.command()
 @results_args
 @click.option("--kind", "-k", type=click.Choice(KINDS), required=True, help="What to draw.")
@@ -94,12 +71,13 @@ def draw(kind: str, paths, baseline=None, peaks_file=None):
 @peaks_option
 def plot(results_files, kind, out, baseline, peaks_file):
     """Draw a results file: ladder, roofline, progress (several files: one line per strategy) or spread."""
-    from . import plots
+    from . import plots, report, runs
 
     out = out or str(Path(results_files[0]).with_suffix(f".{kind}.png"))
     if Path(out).suffix.lower() not in plots.FORMATS:
         raise UserError(f"{out}: plot file must end in .png or .svg")
-    click.echo(f"wrote {plots.save(draw(kind, results_files, baseline, peaks_file), out)}")
+    fig = report.figure(kind, runs.load_runs(results_files), baseline, _peaks(peaks_file))
+    click.echo(f"wrote {plots.save(fig, out)}")
 
 
 @main.command("compare")

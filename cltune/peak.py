@@ -12,7 +12,8 @@ import pyopencl as cl
 
 from . import __version__
 from . import device as dev
-from .measure import CL_STD
+from .errors import UserError
+from .measure import CL_STD, first_error_line
 from .workloads import read_kernel
 
 WIDTHS = (1, 2, 4, 8, 16)
@@ -97,20 +98,28 @@ def measure(device_spec=None, opts: PeakOptions = PeakOptions(), on_result=None)
     src, dst = cl.Buffer(ctx, mf.READ_WRITE, nbytes), cl.Buffer(ctx, mf.READ_WRITE, nbytes)
     cl.enqueue_fill_buffer(queue, src, np.float32(1.0), 0, nbytes).wait()
     items = info.compute_units * 2048
-    compute, bandwidth = {}, {}
+    compute, bandwidth, failed = {}, {}, {}
     for width in opts.widths:
         options = [CL_STD, "-cl-mad-enable", f"-DWIDTH={width}", f"-DCHAINS={CHAINS}"]
-        prg = cl.Program(ctx, read_kernel("peak.cl")).build(options=options)
-        compute[f"compute_v{width}"] = _compute(ctx, queue, prg, width, items, opts)
-        bandwidth.update(_bandwidth(queue, prg, width, src, dst, nbytes, opts))
+        try:  # a driver that cannot build or run one width must not lose the others
+            prg = cl.Program(ctx, read_kernel("peak.cl")).build(options=options)
+            comp = _compute(ctx, queue, prg, width, items, opts)
+            bws = _bandwidth(queue, prg, width, src, dst, nbytes, opts)
+        except cl.Error as exc:
+            failed[f"v{width}"] = first_error_line(exc)
+            continue
+        compute[f"compute_v{width}"] = comp
+        bandwidth.update(bws)
         if on_result:
-            on_result(width, compute[f"compute_v{width}"],
-                      {k: v for k, v in bandwidth.items() if v["width"] == width})
+            on_result(width, comp, bws)
+    if not compute:
+        raise UserError(f"{info.name}: no peak kernel could run: "
+                        + "; ".join(f"{k}: {v}" for k, v in failed.items()))
     return {
         "device": info.as_dict(),
         "gflops": max(v["best"] for v in compute.values()),
         "gbps": max(v["best"] for v in bandwidth.values()),
-        "compute": compute, "bandwidth": bandwidth,
+        "compute": compute, "bandwidth": bandwidth, "failed": failed,
         "buffer_mib": nbytes / 2**20, "repeat": opts.repeat, "target_ms": opts.target_ms,
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "cltune_version": __version__,

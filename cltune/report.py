@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from . import __version__, compare, peakstore, plots, roofline, runs
+from .errors import UserError
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}
@@ -51,6 +52,27 @@ def peaks_for(run, override: dict | None) -> dict | None:
         if name is None or name == run.device_name:
             return override
     return peakstore.for_results(run.df)
+
+
+def figure(kind: str, run_list, baseline: str | None = None, peaks_override: dict | None = None):
+    """One plot kind of loaded runs; ladder and spread draw exactly one run, a roofline one device."""
+    if kind in ("ladder", "spread") and len(run_list) != 1:
+        raise UserError(f"--kind {kind} draws one results file; got {len(run_list)}")
+    first = run_list[0]
+    if kind == "ladder":
+        return plots.ladder(first.df, baseline, f"Ladder: {first.label}")
+    if kind == "spread":
+        return plots.spread(first.df, f"Run-time spread: {first.label}")
+    if kind == "progress":
+        return plots.progress(run_list)
+    if kind != "roofline":
+        raise UserError(f"unknown plot kind {kind!r}; known: ladder, roofline, progress, spread")
+    devices = sorted({r.device_name for r in run_list})
+    if len(devices) > 1:
+        raise UserError(f"--kind roofline: files come from different devices ({', '.join(devices)}); "
+                        "plot them one device at a time")
+    df = pd.concat([r.df for r in run_list], ignore_index=True)
+    return plots.roofline(df, peaks_for(first, peaks_override), f"Roofline: {first.device_name}")
 
 
 def ladder_table(df: pd.DataFrame, baseline: str | None, peaks: dict | None) -> pd.DataFrame:

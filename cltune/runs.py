@@ -59,7 +59,10 @@ def load_run(path) -> Run:
     run = Run(path, df.reset_index(drop=True))
     info = path.with_suffix(".device.json")
     if info.is_file():
-        run.device = json.loads(info.read_text())
+        try:
+            run.device = json.loads(info.read_text())
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{info}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     elif len(df):
         run.device = {c.replace("device", "name"): df[c].iloc[0] for c in DEVICE_COLUMNS if c in df}
     return run

@@ -64,3 +64,15 @@ def test_bad_store_and_bad_peaks_file_are_one_line(tmp_path, monkeypatch):
     bad.write_text(json.dumps({"gflops": 3.0}))
     with pytest.raises(UserError, match="positive number 'gbps'"):
         peakstore.load_file(bad)
+
+
+def test_a_width_the_driver_cannot_build_is_reported_and_the_others_still_count(monkeypatch):
+    from cltune import peak
+
+    source = peak.read_kernel("peak.cl") + "\n#if WIDTH == 2\n#error no float2 here\n#endif\n"
+    monkeypatch.setattr(peak, "read_kernel", lambda name: source)
+    opts = peak.PeakOptions(repeat=2, target_ms=1.0, buffer_mib=4, widths=(1, 2))
+    entry = peak.measure(None, opts)
+    assert list(entry["compute"]) == ["compute_v1"] and list(entry["failed"]) == ["v2"]
+    assert "no float2 here" in entry["failed"]["v2"]
+    assert entry["gflops"] == entry["compute"]["compute_v1"]["best"] > 0

@@ -169,6 +169,14 @@ def test_roofline_figures_of_a_row():
     assert set(nopeak) == set(roofline.COLUMNS)
 
 
+def test_roofline_of_several_files_of_one_device_draws_every_point(two_runs, tmp_path):  # noqa: F811
+    from cltune.report import figure
+
+    fig = figure("roofline", runs.load_runs([two_runs[0], two_runs[0]]))
+    pts = sum(len(c.get_offsets()) for c in gid_of(fig.axes[0].collections, "points:"))
+    assert pts == 2 * (runs.load_run(two_runs[0]).df["status"] == "ok").sum()
+
+
 def test_plot_bad_input_is_one_line_exit_2(two_runs, tmp_path):  # noqa: F811
     a, b = map(str, two_runs)
     cases = [(["plot", a, "--kind", "ladder", "--out", str(tmp_path / "x.pdf")], "must end in .png or .svg"),
