@@ -205,3 +205,5 @@ def best(results_files, out):
                    f"{e['run_ms']:.3f} ms{speed}")
     click.echo(f"wrote {path} ({len(entries)} entries)")
 
+
+from . import cli_report  # noqa: E402,F401
