@@ -13,7 +13,8 @@ import pyopencl as cl
 from . import __version__
 from . import device as dev
 from .errors import UserError
-from .measure import CL_STD, first_error_line
+from .build import first_error_line
+from .workloads import CL_STD
 from .workloads import read_kernel
 
 WIDTHS = (1, 2, 4, 8, 16)

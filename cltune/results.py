@@ -31,6 +31,11 @@ COLUMNS = (
     + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms",
        "cltune_version", "source_hash", "key"]
 )
+# Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
+TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "opencl_c", "problem", "input_shape",
+                "weight_shape", "stride", "padding", "dilation", "phase", "strategy", "baseline",
+                "family", "setting", "params", "build_options", "status", "error", "parts_run_ms",
+                "run_ms_samples", "cltune_version", "source_hash", "key")
 SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
            "total_ms_median", "gflops", "max_abs_err"]
 
@@ -168,7 +173,8 @@ def load(path: str | Path) -> pd.DataFrame:
     header = text.split("\n", 1)[0].split(",")
     if "setting" not in header or "status" not in header:
         raise ValueError(f"{path}: not a cltune results file (no 'setting' and 'status' columns)")
-    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
+    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""],
+                       dtype={c: str for c in TEXT_COLUMNS if c in header})
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:

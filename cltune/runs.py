@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,30 +14,15 @@ from .errors import UserError
 
 TIME = "run_ms_median"  # the kernel's own time: what speedups, ranks and progress are measured in
 DEVICE_COLUMNS = ("device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz")
-# Read as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
-TEXT_COLUMNS = ("device", "platform", "driver", "opencl_c", "problem", "family", "setting", "params",
-                "build_options", "status", "error", "parts_run_ms", "run_ms_samples", "strategy")
-
-
-def _as_text(path: Path, df: pd.DataFrame) -> pd.DataFrame:
-    """df with its text columns re-read verbatim (the rows results.load kept are the first len(df))."""
-    cols = [c for c in TEXT_COLUMNS if c in df.columns]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        text = pd.read_csv(path, usecols=cols, dtype=str, keep_default_na=False, na_values=[""])
-    for c in cols:
-        df[c] = text[c].iloc[: len(df)].to_numpy()
-    return df
-
-
 @dataclass
 class Run:
     """One results CSV: its rows in the config's order, a short label and its device attributes."""
 
     path: Path
-    df: pd.DataFrame
+    df: pd.DataFrame  # one row per setting: the search phase, in the order measured
     label: str = ""
     device: dict = field(default_factory=dict)
+    rerank: pd.DataFrame | None = None  # the best settings re-measured interleaved, when the sweep did
 
     @property
     def device_name(self) -> str:
@@ -51,12 +35,14 @@ def load_run(path) -> Run:
     if not path.is_file():
         raise UserError(f"{path}: no such results file")
     try:
-        df = _as_text(path, results.load(path))
+        df = results.load(path)
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read results: {str(exc).splitlines()[0]}") from None
     if "family" not in df:
         df["family"] = "conv2d"
-    run = Run(path, df.reset_index(drop=True))
+    phase = df["phase"] if "phase" in df else pd.Series("search", index=df.index)
+    run = Run(path, df[phase != "rerank"].reset_index(drop=True),
+              rerank=df[phase == "rerank"].reset_index(drop=True))
     info = path.with_suffix(".device.json")
     if info.is_file():
         try:
