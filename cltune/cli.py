@@ -74,7 +74,7 @@ def settings_cmd(config):
 
     cfg = cfgmod.load(config)
     click.echo(f"{cfg.name}: {cfg.problem.describe()}")
-    width = max(len(s.name) for s in cfg.settings)
+    width = max([len(s.name) for s in cfg.settings] + [8])
     for s in cfg.settings:
         family = get_family(s.family)
         p = family.resolve(s.values)
@@ -82,6 +82,13 @@ def settings_cmd(config):
         reason = family.check(cfg.problem, p, None)
         extra = f"  [invalid: {reason}]" if reason else ""
         click.echo(f"{s.name:<{width}}  {s.family}  {opts}{extra}")
+    for space in cfg.spaces:
+        valid = len(space.valid_settings(cfg.problem))
+        click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        for name, values in space.params:
+            click.echo(f"    {name} = {list(values)}")
+        for name, expr in space.constraints:
+            click.echo(f"    constraint {name}: {expr.text}")
 
 
 def _line(row: dict, width: int) -> str:

@@ -57,6 +57,7 @@ class Runner:
         # Building ahead steals CPU from a CPU device's kernels: on by default only on GPUs.
         self.prebuild = (self.device.type & cl.device_type.CPU) == 0 if prebuild is None else prebuild
         self.builder = Builder(self.ctx)
+        self.device_ms = 0.0  # kernel run time of every launch so far, from the profiling events
         self._problem: Problem | None = None
         self.bufs: Buffers | None = None
         self.expected: np.ndarray | None = None
@@ -164,16 +165,20 @@ class Runner:
         events = self._enqueue(prep)
         for evt in events:
             evt.wait()
-        return Round.from_events([(la.part, e.profile.queued, e.profile.submit, e.profile.start,
-                                   e.profile.end) for la, e in zip(prep.launches, events)])
+        r = Round.from_events([(la.part, e.profile.queued, e.profile.submit, e.profile.start,
+                                e.profile.end) for la, e in zip(prep.launches, events)])
+        self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
+        return r
 
     def _first_launch(self, problem: Problem, prep: Prepared) -> tuple[float, bool, float, str]:
         """The verification launch into a NaN-filled output: (wall ms, ok, max error, message)."""
         cl.enqueue_fill_buffer(self.queue, self.bufs.out, np.float32(np.nan), 0, self.bufs.out_nbytes).wait()
         t0 = time.perf_counter()
-        for evt in self._enqueue(prep):
+        events = self._enqueue(prep)
+        for evt in events:
             evt.wait()
         first_ms = (time.perf_counter() - t0) * 1e3
+        self.device_ms += sum(e.profile.end - e.profile.start for e in events) * 1e-6
         out = np.empty(problem.output_shape, np.float32)
         cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
         rtol, atol = prep.family.tolerance(problem, prep.params, self.rtol, self.atol)
@@ -196,7 +201,7 @@ class Runner:
 
     def measure(self, problem: Problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
         """Every failure becomes a Measurement with its status and first error line."""
-        t_start = time.perf_counter()
+        t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)
         self.prefetch(problem, upcoming)
         prep = self._prepare(problem, setting)
@@ -215,11 +220,12 @@ class Runner:
             return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **prep.base)
         return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
                            first_launch_ms=first_ms, max_abs_err=max_err, rounds=tuple(rounds),
-                           wall_ms=(time.perf_counter() - t_start) * 1e3, **prep.base)
+                           wall_ms=(time.perf_counter() - t_start) * 1e3,
+                           device_ms=self.device_ms - device_start, **prep.base)
 
     def measure_interleaved(self, problem: Problem, settings, timing: Timing) -> list[Measurement]:
         """Re-measure several settings in rounds A B C A B C ... so drift hits all of them alike."""
-        t_start = time.perf_counter()
+        t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)
         preps = [self._prepare(problem, s) for s in settings]
         live = [p for p in preps if not p.failed]
@@ -236,6 +242,7 @@ class Runner:
             return [p.failed or Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **p.base)
                     for p in preps]
         wall = (time.perf_counter() - t_start) * 1e3 / max(len(live), 1)
+        device = (self.device_ms - device_start) / max(len(live), 1)
         out = []
         for p in preps:
             if p.failed:
@@ -244,7 +251,7 @@ class Runner:
             first_ms, ok, max_err, msg = checks[id(p)]
             out.append(Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
                                    first_launch_ms=first_ms, max_abs_err=max_err,
-                                   rounds=tuple(rounds[id(p)]), wall_ms=wall, **p.base))
+                                   rounds=tuple(rounds[id(p)]), wall_ms=wall, device_ms=device, **p.base))
         return out
 
     def close(self) -> None:

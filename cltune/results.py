@@ -28,7 +28,7 @@ COLUMNS = (
      "build_options",
      "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
-    + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms",
+    + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
        "cltune_version", "source_hash", "key"]
 )
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
@@ -72,7 +72,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
         "build_options": m.build_options, "status": str(m.status), "error": m.error,
         "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,
-        "n": len(m.rounds), "wall_ms": m.wall_ms, "cltune_version": __version__,
+        "n": len(m.rounds), "wall_ms": m.wall_ms, "device_ms": m.device_ms, "cltune_version": __version__,
         "source_hash": m.source_hash,
         "key": resume_key(info, problem, m.setting, m.build_options, m.source_hash),
         "phase": "search",

@@ -82,6 +82,7 @@ class WorkerRunner:
         self.device_spec, self.modules, self.kwargs = device_spec, tuple(modules), runner_kwargs
         self.timeout_s = timeout_s
         self.restarts = 0
+        self.overhead_ms: list[float] = []  # per setting: the parent's wait minus the worker's own time
         self._proc = self._conn = None
         self.info = self._start()
 
@@ -134,7 +135,10 @@ class WorkerRunner:
     def measure(self, problem, setting, timing, upcoming=()) -> Measurement:
         t0 = time.perf_counter()
         try:
-            return self.call("measure", problem, setting, timing, tuple(upcoming))
+            m = self.call("measure", problem, setting, timing, tuple(upcoming))
+            if m.wall_ms is not None:
+                self.overhead_ms.append((time.perf_counter() - t0) * 1e3 - m.wall_ms)
+            return m
         except WorkerDied as exc:
             return Measurement(setting=setting, status=exc.status, error=exc.message,
                                wall_ms=(time.perf_counter() - t0) * 1e3)
