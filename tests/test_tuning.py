@@ -179,3 +179,17 @@ def test_best_database_round_trip(tmp_path):
     assert entry["speedup"] == pytest.approx(fake_cost({}) / res.ranking[0]["run_ms_median"])
     assert json.loads(db.read_text())["devices"]
     assert best.best_setting("Other GPU", cfg.problem, db) is None
+
+
+def test_spread_above_the_threshold_flags_a_row_noisy():
+    from cltune.problem import Problem
+    from cltune.records import Measurement, Round
+    from cltune.space import Setting
+
+    problem = Problem.from_shapes((1, 1, 4, 4), (1, 1, 3, 3))
+    steady = tuple(Round(0, 0, t, t) for t in (1.0, 1.01, 0.99, 1.0))
+    jumpy = tuple(Round(0, 0, t, t) for t in (1.0, 1.6, 0.7, 1.0))
+    rows = [results.to_row(Measurement(Setting.make(n, "conv2d"), Status.OK, rounds=r), FAKE_INFO,
+                           problem, "t", noisy_cv=0.10) for n, r in (("a", steady), ("b", jumpy))]
+    assert [r["noisy"] for r in rows] == [False, True]
+    assert rows[1]["run_ms_cv"] > 0.10 and rows[1]["run_ms_min"] == 0.7 and rows[1]["run_ms_max"] == 1.6
