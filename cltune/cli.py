@@ -213,4 +213,40 @@ def best(results_files, out):
     click.echo(f"wrote {path} ({len(entries)} entries)")
 
 
+@main.command()
+@click.argument("config", required=False, default="bench_suite")
+@device_option
+@click.option("--layers", default=None, help="Comma-separated layer names (default: every layer).")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings tuned per family and layer.")
+@click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None)
+@click.option("--rounds", type=click.IntRange(min=1), default=20, help="Interleaved rounds of the final race.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="The race's CSV (default: results/<config>_<time>.csv; tuning files beside it).")
+@click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out.")
+def bench(config, device, layers, budget, strategy, rounds, out, resume):
+    """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
+    from datetime import datetime
+    from pathlib import Path
+
+    from . import bench as benchmod
+    from . import config as cfgmod
+    from . import tune
+
+    cfg = cfgmod.load(config)
+    if not cfg.layers:
+        raise UserError(f"{cfg.path}: a bench suite needs [[layer]] tables")
+    names = {n for n, _, _ in cfg.layers}
+    only = set(layers.split(",")) if layers else None
+    if only and only - names:
+        raise UserError(f"--layers: unknown layer(s) {', '.join(sorted(only - names))}; "
+                        f"known: {', '.join(n for n, _, _ in cfg.layers)}")
+    out = Path(out or f"results/{cfg.name}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
+    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    click.echo(benchmod.format_summary(df))
+    click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
+
+
 from . import cli_report  # noqa: E402,F401

@@ -18,12 +18,14 @@ from .records import Timing
 from .space import PROBLEM_NAMES, Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
-TOP_KEYS = {"name", "description", "problem", "run", "setting", "space"}
+TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"}
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
 SETTING_KEYS = {"name", "family", "params"}
 SPACE_KEYS = {"family", "params", "constraints"}
+LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
+LAYER_KINDS = ("dense", "depthwise")
 DEFAULT_FAMILY = "conv2d"
 
 
@@ -46,6 +48,7 @@ class Config:
     rerank: int = 3  # the top settings re-measured interleaved at the end
     rerank_repeat: int = 10
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
+    layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
 
 
 class _Checker:
@@ -121,7 +124,9 @@ def parse(data: dict, path: str = "<config>") -> Config:
     c.unknown(data, TOP_KEYS, "")
     name = c.get(data, "name", str, "", Path(path).stem, lambda v: v.strip() != "", "a non-empty string")
     description = c.get(data, "description", str, "", "", expected="a string")
-    problem = _problem(c, c.get(data, "problem", dict, "", _REQUIRED, expected="a [problem] table"))
+    layers = _layers(c, data)
+    table = c.get(data, "problem", dict, "", None if layers else _REQUIRED, expected="a [problem] table")
+    problem = _problem(c, table) if table is not None else layers[0][2]
     run = c.get(data, "run", dict, "", {}, expected="a [run] table")
     c.unknown(run, RUN_KEYS, "run.")
     pos_int = lambda v: v >= 1  # noqa: E731
@@ -160,27 +165,43 @@ def parse(data: dict, path: str = "<config>") -> Config:
         timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
     )
     return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
-                  **search)
+                  **search, layers=tuple(layers))
 
 
-def _problem(c: _Checker, t: dict) -> Problem:
-    c.unknown(t, PROBLEM_KEYS, "problem.")
+def _layers(c: _Checker, data: dict) -> list:
+    entries = c.get(data, "layer", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
+                    "[[layer]] tables")
+    out, seen = [], set()
+    for i, t in enumerate(entries):
+        where = f"layer[{i}]."
+        c.unknown(t, LAYER_KEYS, where)
+        name = c.get(t, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
+        if name in seen:
+            c.fail(f"{where}name", f"duplicate layer name {name!r}")
+        seen.add(name)
+        kind = c.get(t, "kind", str, where, "dense", lambda v: v in LAYER_KINDS, f"one of {', '.join(LAYER_KINDS)}")
+        out.append((name, kind, _problem(c, {k: v for k, v in t.items() if k not in ("name", "kind")}, where)))
+    return out
+
+
+def _problem(c: _Checker, t: dict, where: str = "problem.") -> Problem:
+    c.unknown(t, PROBLEM_KEYS, where)
     shape = "a list of 4 positive ints"
-    x = c.get(t, "input", list, "problem.", _REQUIRED, _is_shape, shape + " [N, C, H, W]")
-    w = c.get(t, "weight", list, "problem.", _REQUIRED, _is_shape, shape + " [K, C/groups, R, S]")
+    x = c.get(t, "input", list, where, _REQUIRED, _is_shape, shape + " [N, C, H, W]")
+    w = c.get(t, "weight", list, where, _REQUIRED, _is_shape, shape + " [K, C/groups, R, S]")
     pair1 = "an int >= 1 or a pair [h, w]"
-    stride = c.get(t, "stride", (int, list), "problem.", 1, _is_int_or_pair(1), pair1)
-    padding = c.get(t, "padding", (int, list), "problem.", 0, _is_int_or_pair(0), "an int >= 0 or a pair [h, w]")
-    dilation = c.get(t, "dilation", (int, list), "problem.", 1, _is_int_or_pair(1), pair1)
-    groups = c.get(t, "groups", int, "problem.", 1, lambda v: v >= 1, "an int >= 1")
-    bias = c.get(t, "bias", bool, "problem.", True, expected="true or false")
+    stride = c.get(t, "stride", (int, list), where, 1, _is_int_or_pair(1), pair1)
+    padding = c.get(t, "padding", (int, list), where, 0, _is_int_or_pair(0), "an int >= 0 or a pair [h, w]")
+    dilation = c.get(t, "dilation", (int, list), where, 1, _is_int_or_pair(1), pair1)
+    groups = c.get(t, "groups", int, where, 1, lambda v: v >= 1, "an int >= 1")
+    bias = c.get(t, "bias", bool, where, True, expected="true or false")
     try:
         return Problem.from_shapes(x, w, tuple(stride) if isinstance(stride, list) else stride,
                                    tuple(padding) if isinstance(padding, list) else padding,
                                    tuple(dilation) if isinstance(dilation, list) else dilation,
                                    groups, bias)
     except ValueError as exc:
-        c.fail("problem", str(exc))
+        c.fail(where.rstrip("."), str(exc))
 
 
 def _settings(c: _Checker, data: dict) -> list[Setting]:

@@ -199,6 +199,19 @@ class Runner:
         cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
         return out
 
+    def launcher(self, problem: Problem, setting: Setting):
+        """A function that runs one complete inference with this setting and waits for it."""
+        self.load_problem(problem)
+        prep = self._prepare(problem, setting)
+        if prep.failed:
+            raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "
+                            f"{prep.failed.status}: {prep.failed.error}")
+
+        def call():
+            events = self._enqueue(prep)
+            events[-1].wait()  # an in-order queue: the last one done means all are
+        return call
+
     def measure(self, problem: Problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
         """Every failure becomes a Measurement with its status and first error line."""
         t_start, device_start = time.perf_counter(), self.device_ms

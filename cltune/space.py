@@ -83,7 +83,13 @@ class Space:
                 return f"constraint {name}: {exc}"
             if not ok:
                 return f"constraint {name}: {expr.text}"
-        return device_limit_reason(values, device)
+        reason = device_limit_reason(values, device)
+        if reason is None:
+            from .workloads import get_family
+
+            family = get_family(self.family)
+            reason = family.check(problem, family.resolve(values), device)
+        return reason
 
     def points(self):
         """Every combination, in a fixed order (the config's value order, last parameter fastest)."""
