@@ -61,14 +61,16 @@ def _runner(device):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
-           setting="normal", device=None) -> np.ndarray:
+           setting="normal", device=None, activation=None, pool=None) -> np.ndarray:
     """conv2d of NCHW (or unbatched CHW) float32 arrays; returns numpy. `setting` is a built-in
     name (see settings()), a dict of knob values with a "family" key, or "best" (the best-config
-    database's choice for this device and problem, else a default for the device type)."""
+    database's choice for this device and problem, else a default for the device type).
+    `activation` ("relu", "relu6") and `pool` (2: a 2x2, stride-2 max-pool) extend the layer with
+    the epilogue that the setting's FUSE knob fuses into the conv kernel or runs separately."""
     from . import args as checks
     from .space import Setting
 
-    a = checks.check(input, weight, bias, stride, padding, dilation, groups)
+    a = checks.check(input, weight, bias, stride, padding, dilation, groups, activation, pool)
     if a.problem is None:  # an empty batch: torch returns an empty output too
         out = np.empty(a.output_shape, np.float32)
         return out[0] if a.unbatched else out

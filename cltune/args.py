@@ -51,7 +51,7 @@ def _dtypes(x, w, b) -> None:
                         "(convert with .astype(numpy.float32))")
 
 
-def check(input, weight, bias, stride, padding, dilation, groups) -> Args:
+def check(input, weight, bias, stride, padding, dilation, groups, activation=None, pool=None) -> Args:
     x, w = _array(input, "input"), _array(weight, "weight")
     b = None if bias is None else _array(bias, "bias")
     if x.ndim not in (3, 4):
@@ -93,10 +93,20 @@ def check(input, weight, bias, stride, padding, dilation, groups) -> Args:
     if eff_h < ext_h or eff_w < ext_w:
         raise UserError(f"Calculated padded input size per channel: ({eff_h} x {eff_w}). Kernel size: "
                         f"({ext_h} x {ext_w}). Kernel size can't be greater than actual input size")
-    out_shape = (n, k, (eff_h - ext_h) // sh + 1, (eff_w - ext_w) // sw + 1)
+    act = "none" if activation is None else activation
+    if act not in ("none", "relu", "relu6"):
+        raise UserError(f"activation must be None, 'relu' or 'relu6', got {activation!r}")
+    pl = 1 if pool is None else pool
+    if pl not in (1, 2) or isinstance(pl, bool):
+        raise UserError(f"pool must be None or 2 (a 2x2 max-pool, stride 2), got {pool!r}")
+    out_shape = (n, k, ((eff_h - ext_h) // sh + 1) // pl, ((eff_w - ext_w) // sw + 1) // pl)
     if (h == 0 or wd == 0) and n and c:
         raise UserError(f"Only zero batch or zero channel inputs are supported, but got input shape: {list(x4.shape)}")
     if n == 0 or c == 0:
         return Args(x4, w, b, None, unbatched, out_shape)
-    problem = Problem.from_shapes(x4.shape, w.shape, (sh, sw), (ph, pw), (dh, dw), int(groups), b is not None)
+    try:
+        problem = Problem.from_shapes(x4.shape, w.shape, (sh, sw), (ph, pw), (dh, dw), int(groups),
+                                      b is not None, act, pl)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     return Args(x4, w, b, problem, unbatched, out_shape)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import results, tune
-from .problem import Problem
+from .problem import Problem, epilogue_reference
 
 
 @dataclass
@@ -41,7 +41,7 @@ def numpy_conv2d(p: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
     out = out.reshape(p.out_c, p.batch, p.out_h, p.out_w).transpose(1, 0, 2, 3)
     if b is not None:
         out = out + b[None, :, None, None]
-    return np.ascontiguousarray(out)
+    return np.ascontiguousarray(epilogue_reference(p, out))
 
 
 def torch_contender(p: Problem, x, w, b) -> Contender | None:
@@ -54,23 +54,30 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
     kw = dict(stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
               dilation=(p.dilation_h, p.dilation_w), groups=p.groups)
 
+    F = torch.nn.functional
+    act = {"relu": F.relu, "relu6": F.relu6}.get(p.activation)
+
     def call():
         with torch.no_grad():
-            return torch.nn.functional.conv2d(xt, wt, bt, **kw)
+            y = F.conv2d(xt, wt, bt, **kw)
+            y = act(y) if act else y
+            return F.max_pool2d(y, 2) if p.pool == 2 else y
     return Contender("torch", call)
 
 
-def race(contenders: list[Contender], rounds: int, warmup: int = 2) -> dict[str, list[float]]:
-    """Each round runs every contender once, in turn; returns each one's wall times in ms."""
-    for c in contenders:
-        for _ in range(warmup):
-            c.call()
+def race(contenders: list[Contender], rounds: int, block: int = 3) -> dict[str, list[float]]:
+    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Within a round
+    each contender runs once untimed and then `block` timed calls in a row, because the libraries'
+    thread pools (PoCL's, OpenMP's, OpenBLAS's) keep spinning for a while after a call and would
+    otherwise slow down whoever runs next."""
     times = {c.name: [] for c in contenders}
     for _ in range(rounds):
         for c in contenders:
-            t0 = time.perf_counter()
             c.call()
-            times[c.name].append((time.perf_counter() - t0) * 1e3)
+            for _ in range(block):
+                t0 = time.perf_counter()
+                c.call()
+                times[c.name].append((time.perf_counter() - t0) * 1e3)
     return times
 
 
@@ -106,9 +113,15 @@ def layer_contenders(runner, problem: Problem, best: dict) -> list[Contender]:
     b = b if problem.bias else None
     out = []
     for family, row in sorted(best.items()):
-        setting = Setting.make(row["setting"], family, json.loads(row["params"]))
+        params = json.loads(row["params"])
+        setting = Setting.make(row["setting"], family, params)
         out.append(Contender(f"cltune:{family}", runner.launcher(problem, setting), family,
                              row["setting"], row["params"]))
+        if set(problem.epilogue) - {"bias"}:  # the same kernel, its epilogue as separate kernels
+            unfused = {**params, "FUSE": 0}
+            out.append(Contender(f"cltune:{family}:unfused",
+                                 runner.launcher(problem, Setting.make("unfused", family, unfused)),
+                                 family, "unfused", json.dumps(unfused, sort_keys=True)))
     out.append(Contender("numpy", lambda: numpy_conv2d(problem, x, w, b)))
     t = torch_contender(problem, x, w, b)
     if t is not None:
@@ -117,14 +130,20 @@ def layer_contenders(runner, problem: Problem, best: dict) -> list[Contender]:
 
 
 def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> list[dict]:
+    from .workloads import epilogue, get_family
+
     med = {name: statistics.median(v) for name, v in times.items()}
-    cl = [c for c in contenders if c.family]
+    cl = [c for c in contenders if c.family and not c.name.endswith(":unfused")]
     best = min(cl, key=lambda c: med[c.name]).name if cl else None
     rows = []
     for c in contenders:
         m = med[c.name]
+        moved = None
+        if c.family:
+            fam = get_family(c.family)
+            moved = epilogue.bytes_moved(problem, fam.fusable, fam.resolve(json.loads(c.params))["FUSE"])
         rows.append({"layer": layer, "kind": kind, "problem": problem.key, "contender": c.name,
-                     "family": c.family, "setting": c.setting, "params": c.params,
+                     "family": c.family, "setting": c.setting, "params": c.params, "bytes_model": moved,
                      "ms_median": m, "ms_min": min(times[c.name]), "gflops": problem.flops / (m * 1e6),
                      "vs_torch": med["torch"] / m if "torch" in med else math.nan,
                      "vs_numpy": med["numpy"] / m, "best_cltune": c.name == best})
@@ -165,6 +184,14 @@ def format_summary(df: pd.DataFrame) -> str:
     table["x torch"] = best["vs_torch"]
     table["x numpy"] = best["vs_numpy"]
     lines.append(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    unfused = df[df["contender"].str.endswith(":unfused")]
+    if len(unfused):
+        lines.append("fused epilogue against the same kernel with its epilogue as separate kernels:")
+        for _, u in unfused.iterrows():
+            f = df[(df["layer"] == u["layer"]) & (df["contender"] == u["contender"][: -len(":unfused")])].iloc[0]
+            lines.append(f"  {u['layer']:<24} {f['contender']:<22} fused {f['ms_median']:8.3f} ms "
+                         f"({f['bytes_model'] / 1e6:6.2f} MB)  unfused {u['ms_median']:8.3f} ms "
+                         f"({u['bytes_model'] / 1e6:6.2f} MB)  {u['ms_median'] / f['ms_median']:.2f}x")
     for kind, group in best.groupby("kind"):
         lines.append(f"geometric mean over {len(group)} {kind} layers: best cltune kernel "
                      f"{geomean(group['vs_torch']):.2f}x torch, {geomean(group['vs_numpy']):.2f}x numpy "

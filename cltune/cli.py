@@ -70,7 +70,7 @@ def devices():
 def settings_cmd(config):
     """List a config's settings and their -D options (default: the study config)."""
     from . import config as cfgmod
-    from .workloads import build_options, get_family
+    from .workloads import get_family
 
     cfg = cfgmod.load(config)
     click.echo(f"{cfg.name}: {cfg.problem.describe()}")
@@ -78,8 +78,8 @@ def settings_cmd(config):
     for s in cfg.settings:
         family = get_family(s.family)
         p = family.resolve(s.values)
-        opts = " ".join(build_options(family.defines(cfg.problem, p)))
-        reason = family.check(cfg.problem, p, None)
+        opts = " ".join(family.options(cfg.problem, p))
+        reason = family.reject_reason(cfg.problem, p, None)
         extra = f"  [invalid: {reason}]" if reason else ""
         click.echo(f"{s.name:<{width}}  {s.family}  {opts}{extra}")
     for space in cfg.spaces:

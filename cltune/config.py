@@ -13,13 +13,13 @@ else:  # pragma: no cover
 
 from .errors import UserError
 from .paths import data_dir
-from .problem import Problem
+from .problem import ACTIVATIONS, Problem
 from .records import Timing
 from .space import PROBLEM_NAMES, Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
 TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"}
-PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias"}
+PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
 SETTING_KEYS = {"name", "family", "params"}
@@ -195,11 +195,14 @@ def _problem(c: _Checker, t: dict, where: str = "problem.") -> Problem:
     dilation = c.get(t, "dilation", (int, list), where, 1, _is_int_or_pair(1), pair1)
     groups = c.get(t, "groups", int, where, 1, lambda v: v >= 1, "an int >= 1")
     bias = c.get(t, "bias", bool, where, True, expected="true or false")
+    activation = c.get(t, "activation", str, where, "none", lambda v: v in ACTIVATIONS,
+                       f"one of {', '.join(ACTIVATIONS)}")
+    pool = c.get(t, "pool", int, where, 1, lambda v: v in (1, 2), "1 (none) or 2 (2x2 max-pool, stride 2)")
     try:
         return Problem.from_shapes(x, w, tuple(stride) if isinstance(stride, list) else stride,
                                    tuple(padding) if isinstance(padding, list) else padding,
                                    tuple(dilation) if isinstance(dilation, list) else dilation,
-                                   groups, bias)
+                                   groups, bias, activation, pool)
     except ValueError as exc:
         c.fail(where.rstrip("."), str(exc))
 

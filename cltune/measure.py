@@ -15,7 +15,7 @@ from .problem import Problem, reference_conv2d
 from .records import Measurement, Round, Status, Timing
 from .space import Setting
 from .verify import compare
-from .workloads import build_options, get_family
+from .workloads import get_family
 
 
 @dataclass
@@ -97,10 +97,10 @@ class Runner:
         """Everything before the first launch; a failure comes back as a finished Measurement."""
         family = get_family(setting.family)
         p = family.resolve(setting.values)
-        options = build_options(family.defines(problem, p))
+        options = family.options(problem, p)
         prep = Prepared(setting, dict(setting=setting, source_hash=family.source_hash(),
                                       build_options=" ".join(options)), family, p)
-        reason = family.check(problem, p, self.info)
+        reason = family.reject_reason(problem, p, self.info)
         if reason:
             prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)
             return prep
@@ -110,7 +110,7 @@ class Runner:
             prep.failed = Measurement(status=Status.BUILD_ERROR, error=first_error_line(exc), **prep.base)
             return prep
         try:
-            prep.launches = family.launches(self.ctx, self.queue, problem, p, self.bufs)
+            prep.launches = family.plan(self.ctx, self.queue, problem, p, self.bufs)
             prep.kernels = {name: cl.Kernel(prg, name) for name in {la.kernel for la in prep.launches}}
             reason = self.check_limits(prep.kernels, prep.launches)
         except cl.Error as exc:
@@ -128,8 +128,8 @@ class Runner:
         for s in settings:
             family = get_family(s.family)
             p = family.resolve(s.values)
-            if family.check(problem, p, self.info) is None:
-                self.builder.prefetch(family.source(), build_options(family.defines(problem, p)))
+            if family.reject_reason(problem, p, self.info) is None:
+                self.builder.prefetch(family.source(), family.options(problem, p))
 
     def check_limits(self, kernels: dict, launches) -> str | None:
         """Reject local sizes the device or the compiled kernel cannot hold, naming the limit."""

@@ -24,7 +24,7 @@ TIMES = ("queue", "submit", "run", "total")
 COLUMNS = (
     ["time", "config", "device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz",
      "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
-     "flops", "min_bytes", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
+     "flops", "min_bytes", "bytes_model", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
      "build_options",
      "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
@@ -60,6 +60,10 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
     `extra` sets columns the loop knows (phase, strategy, seq, baseline, and the setting's key,
     build options and source hash when the measurement itself could not report them)."""
     p = problem
+    from .workloads import epilogue, get_family
+
+    family = get_family(m.setting.family)
+    fuse = family.resolve(m.setting.values)["FUSE"]
     row = {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
         "device": info.name, "platform": info.platform, "driver": info.driver,
@@ -69,6 +73,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "stride": f"{p.stride_h}x{p.stride_w}", "padding": f"{p.pad_h}x{p.pad_w}",
         "dilation": f"{p.dilation_h}x{p.dilation_w}", "groups": p.groups,
         "flops": p.flops, "min_bytes": p.min_bytes,
+        "bytes_model": epilogue.bytes_moved(p, family.fusable, fuse),
         "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
         "build_options": m.build_options, "status": str(m.status), "error": m.error,
         "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,

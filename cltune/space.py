@@ -88,7 +88,7 @@ class Space:
             from .workloads import get_family
 
             family = get_family(self.family)
-            reason = family.check(problem, family.resolve(values), device)
+            reason = family.reject_reason(problem, family.resolve(values), device)
         return reason
 
     def points(self):

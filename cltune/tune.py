@@ -12,7 +12,7 @@ from . import results
 from .records import Measurement, Timing
 from .space import Setting
 from .sweep import Budget, Outcome, Sweep
-from .workloads import build_options, get_family
+from .workloads import get_family
 
 DEFAULT_TIMEOUT_S = 600.0  # until the baseline's time is known
 
@@ -93,7 +93,7 @@ def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, b
 def _identity(info, problem):
     def ident(setting: Setting) -> dict:
         family = get_family(setting.family)
-        options = " ".join(build_options(family.defines(problem, family.resolve(setting.values))))
+        options = " ".join(family.options(problem, family.resolve(setting.values)))
         source_hash = family.source_hash()
         return {"build_options": options, "source_hash": source_hash,
                 "key": results.resume_key(info, problem, setting, options, source_hash)}

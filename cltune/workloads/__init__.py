@@ -44,11 +44,15 @@ class Launch:
     local_size: tuple[int, ...] | None
 
 
-# The local work size is a tunable of every family: all zero lets the driver choose (NULL).
-LWS_PARAMS = (
+# Knobs of every family. The local work size: all zero lets the driver choose (NULL). FUSE: how
+# many epilogue steps (bias, activation, 2x2 max-pool, in that order) the conv kernel applies in its
+# output write, as far as the family's kernel can; the rest run as separate kernels.
+GENERIC_PARAMS = (
     Param("LWS_X", None, 0, "local work size, dimension 0 (0 with Y and Z 0: the driver chooses)"),
     Param("LWS_Y", None, 0, "local work size, dimension 1 (0 counts as 1 when another is set)"),
     Param("LWS_Z", None, 0, "local work size, dimension 2 (0 counts as 1 when another is set)"),
+    Param("FUSE", (0, 1, 2, 3), 3, "epilogue steps fused into the conv: 0 none, 1 bias, 2 + activation, "
+                                   "3 + max-pool (capped at what the family's kernel can do)"),
 )
 
 
@@ -78,9 +82,10 @@ class Family:
     sources: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     named: dict = field(default_factory=dict)  # built-in named settings: name -> params
+    fusable: tuple = ("bias",)  # epilogue steps its kernel applies in its output write (a prefix)
 
     def all_params(self) -> dict[str, Param]:
-        return {p.name: p for p in self.params + LWS_PARAMS}
+        return {p.name: p for p in self.params + GENERIC_PARAMS}
 
     def resolve(self, values: dict, where: str = "") -> dict:
         """Defaults filled in; unknown names and values outside a knob's list raise UserError."""
@@ -100,12 +105,30 @@ class Family:
         return out
 
     def source(self) -> str:
-        return "\n".join(read_kernel(f) for f in self.sources)
+        return "\n".join(read_kernel(f) for f in ("epilogue.cl",) + tuple(self.sources))
 
     def source_hash(self) -> str:
         return hashlib.sha256(self.source().encode()).hexdigest()[:12]
 
-    # Hooks --------------------------------------------------------------------------------------
+    # What the measuring side calls: the hooks below, with the epilogue split around them ---------
+    def reject_reason(self, problem, p: dict, device) -> str | None:
+        from . import epilogue
+
+        return self.check(epilogue.split(problem, self.fusable, p["FUSE"])[0], p, device)
+
+    def options(self, problem, p: dict) -> list[str]:
+        """The build options of a setting: -cl-std=CL1.2 and its macros."""
+        from . import epilogue
+
+        inner = epilogue.split(problem, self.fusable, p["FUSE"])[0]
+        return build_options({**self.defines(inner, p), **epilogue.macros(inner)})
+
+    def plan(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
+        from . import epilogue
+
+        return epilogue.launches(self, ctx, queue, problem, p, bufs)
+
+    # Hooks: each sees the problem its own kernel computes (the epilogue steps it fuses) ---------
     def check(self, problem, p: dict, device) -> str | None:
         """Why this setting cannot run this problem on this device, or None."""
         return None
