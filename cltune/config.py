@@ -168,17 +168,23 @@ def parse(data: dict, path: str = "<config>") -> Config:
                   **search, layers=tuple(layers))
 
 
-def _layers(c: _Checker, data: dict) -> list:
-    entries = c.get(data, "layer", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
-                    "[[layer]] tables")
-    out, seen = [], set()
+def _named(c: _Checker, data: dict, key: str, allowed: set):
+    """(where, table, name) for each [[key]] table, with unknown keys and duplicate names refused."""
+    entries = c.get(data, key, list, "", [], lambda v: all(isinstance(e, dict) for e in v), f"[[{key}]] tables")
+    seen = set()
     for i, t in enumerate(entries):
-        where = f"layer[{i}]."
-        c.unknown(t, LAYER_KEYS, where)
+        where = f"{key}[{i}]."
+        c.unknown(t, allowed, where)
         name = c.get(t, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
         if name in seen:
-            c.fail(f"{where}name", f"duplicate layer name {name!r}")
+            c.fail(f"{where}name", f"duplicate {key} name {name!r}; names must be unique")
         seen.add(name)
+        yield where, t, name
+
+
+def _layers(c: _Checker, data: dict) -> list:
+    out = []
+    for where, t, name in _named(c, data, "layer", LAYER_KEYS):
         kind = c.get(t, "kind", str, where, "dense", lambda v: v in LAYER_KINDS, f"one of {', '.join(LAYER_KINDS)}")
         out.append((name, kind, _problem(c, {k: v for k, v in t.items() if k not in ("name", "kind")}, where)))
     return out
@@ -210,16 +216,8 @@ def _problem(c: _Checker, t: dict, where: str = "problem.") -> Problem:
 def _settings(c: _Checker, data: dict) -> list[Setting]:
     from .workloads import get_family
 
-    entries = c.get(data, "setting", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
-                    "[[setting]] tables")
-    out, seen = [], set()
-    for i, entry in enumerate(entries):
-        where = f"setting[{i}]."
-        c.unknown(entry, SETTING_KEYS, where)
-        name = c.get(entry, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
-        if name in seen:
-            c.fail(f"{where}name", f"duplicate setting name {name!r}; names must be unique")
-        seen.add(name)
+    out = []
+    for where, entry, name in _named(c, data, "setting", SETTING_KEYS):
         family_name = c.get(entry, "family", str, where, DEFAULT_FAMILY, expected="a kernel family name")
         try:
             family = get_family(family_name)
