@@ -16,6 +16,41 @@ def settings() -> list[str]:
     return list(builtin_settings())
 
 
+def best_setting(device_name: str, problem, path=None) -> dict | None:
+    """The best-config database's entry for this device name and problem (a Problem or its key)."""
+    from .best import best_setting as lookup
+
+    return lookup(device_name, problem, path)
+
+
+# What `setting="best"` runs when the database has nothing for this device and problem.
+DEFAULTS = {"CPU": ("unroll_s1",), "GPU": ("unroll_s1",)}
+
+
+def _resolve_setting(setting, runner, problem):
+    """A built-in name, a dict of knob values with its "family", or "best" -> (name, family, params)."""
+    from .workloads import builtin_settings, get_family
+
+    named = builtin_settings()
+    if isinstance(setting, dict):
+        values = dict(setting)
+        family = values.pop("family", None)
+        if not isinstance(family, str):
+            raise UserError("a setting given as a dict needs a 'family' key naming its kernel family")
+        get_family(family).resolve(values, "setting: ")
+        return "custom", family, values
+    if setting == "best":
+        entry = best_setting(runner.info.name, problem)
+        if entry is not None:
+            return entry["setting"], entry["family"], entry["params"]
+        kind = "CPU" if "CPU" in runner.info.type else "GPU"
+        setting = next(n for n in DEFAULTS[kind] if n in named)
+    if not isinstance(setting, str) or setting not in named:
+        raise UserError(f"unknown setting {setting!r}; built-in settings: {', '.join(named)}, "
+                        "'best', or a dict of knob values with a 'family' key")
+    return (setting, *named[setting])
+
+
 def _array(value, name: str) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype != np.float32:
@@ -33,11 +68,12 @@ def _runner(device):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
-           setting: str = "normal", device=None) -> np.ndarray:
-    """conv2d of NCHW (or unbatched CHW) float32 arrays with one built-in setting; returns numpy."""
+           setting="normal", device=None) -> np.ndarray:
+    """conv2d of NCHW (or unbatched CHW) float32 arrays; returns numpy. `setting` is a built-in
+    name (see settings()), a dict of knob values with a "family" key, or "best" (the best-config
+    database's choice for this device and problem, else a default for the device type)."""
     from .problem import Problem
     from .space import Setting
-    from .workloads import builtin_settings
 
     x, w = _array(input, "input"), _array(weight, "weight")
     unbatched = x.ndim == 3
@@ -57,11 +93,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         problem = Problem.from_shapes(x.shape, w.shape, stride, padding, dilation, groups, b is not None)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    named = builtin_settings()
-    if setting not in named:
-        raise UserError(f"unknown setting {setting!r}; built-in settings: {', '.join(named)}")
-    family, params = named[setting]
     runner = _runner(device)
+    name, family, params = _resolve_setting(setting, runner, problem)
     runner.load_problem(problem, inputs=(x, w, b), reference=False)
-    out = runner.run_once(problem, Setting.make(setting, family, params))
+    out = runner.run_once(problem, Setting.make(name, family, params))
     return out[0] if unbatched else out

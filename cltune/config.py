@@ -15,14 +15,15 @@ from .errors import UserError
 from .paths import data_dir
 from .problem import Problem
 from .records import Timing
-from .space import Setting
+from .space import PROBLEM_NAMES, Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
-TOP_KEYS = {"name", "description", "problem", "run", "setting"}
+TOP_KEYS = {"name", "description", "problem", "run", "setting", "space"}
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
-            "baseline"}
+            "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
 SETTING_KEYS = {"name", "family", "params"}
+SPACE_KEYS = {"family", "params", "constraints"}
 DEFAULT_FAMILY = "conv2d"
 
 
@@ -38,6 +39,13 @@ class Config:
     seed: int = 0
     baseline: str | None = None
     description: str = ""
+    spaces: tuple[Space, ...] = ()
+    strategy: str = "exhaustive"
+    budget: int | None = None  # settings per space
+    time_limit_s: float | None = None  # seconds per space
+    rerank: int = 3  # the top settings re-measured interleaved at the end
+    rerank_repeat: int = 10
+    timeout_s: float | None = None  # per setting; None: derived from the baseline's time
 
 
 class _Checker:
@@ -131,13 +139,28 @@ def parse(data: dict, path: str = "<config>") -> Config:
     atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))
     seed = c.get(run, "seed", int, "run.", 0, expected="an int")
     settings = _settings(c, data)
+    spaces = _spaces(c, data)
     names = [s.name for s in settings]
     baseline = c.get(run, "baseline", str, "run.", names[0] if names else None, expected="a setting name")
-    if settings and baseline not in names:
-        c.fail("run.baseline", f"expected the name of a setting ({', '.join(names)}), got {baseline!r}")
-    if not settings:
-        c.fail("setting", "expected at least one [[setting]]")
-    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description)
+    if baseline is not None and baseline not in names:
+        c.fail("run.baseline", f"expected the name of a [[setting]] ({', '.join(names) or 'none defined'}), "
+                               f"got {baseline!r}")
+    if not settings and not spaces:
+        c.fail("setting", "expected at least one [[setting]] or [[space]]")
+    from . import strategies
+
+    strategy = c.get(run, "strategy", str, "run.", "exhaustive", lambda v: v in strategies.STRATEGIES,
+                     f"one of {', '.join(sorted(strategies.STRATEGIES))}")
+    search = dict(
+        spaces=tuple(spaces), strategy=strategy,
+        budget=c.get(run, "budget", int, "run.", None, pos_int, "an int >= 1 (settings per space)"),
+        time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
+        rerank=c.get(run, "rerank", int, "run.", 3, nonneg, "an int >= 0"),
+        rerank_repeat=c.get(run, "rerank_repeat", int, "run.", 10, pos_int, "an int >= 1"),
+        timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
+    )
+    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
+                  **search)
 
 
 def _problem(c: _Checker, t: dict) -> Problem:
@@ -184,4 +207,46 @@ def _settings(c: _Checker, data: dict) -> list[Setting]:
         except UserError as exc:
             c.fail(f"{where}params", str(exc))
         out.append(Setting.make(name, family_name, params))
+    return out
+
+
+def _spaces(c: _Checker, data: dict) -> list[Space]:
+    from .expr import ExprError, parse
+    from .workloads import get_family
+
+    entries = c.get(data, "space", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
+                    "[[space]] tables")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"space[{i}]."
+        c.unknown(entry, SPACE_KEYS, where)
+        family_name = c.get(entry, "family", str, where, _REQUIRED, expected="a kernel family name")
+        try:
+            family = get_family(family_name)
+        except UserError as exc:
+            c.fail(f"{where}family", str(exc))
+        table = c.get(entry, "params", dict, where, _REQUIRED, lambda v: len(v) > 0,
+                      "a non-empty table of parameter value lists")
+        params = []
+        for key, values in table.items():
+            if not isinstance(values, list) or not values:
+                c.fail(f"{where}params.{key}", f"expected a non-empty list of values, got {values!r}")
+            if len(set(map(repr, values))) != len(values):
+                c.fail(f"{where}params.{key}", f"expected distinct values, got {values!r}")
+            for v in values:
+                try:
+                    family.resolve({key: v})
+                except UserError as exc:
+                    c.fail(f"{where}params.{key}", str(exc))
+            params.append((key, tuple(values)))
+        known = set(table) | set(PROBLEM_NAMES)
+        constraints = []
+        for cname, text in c.get(entry, "constraints", dict, where, {}, expected="a table of named expressions").items():
+            if not isinstance(text, str):
+                c.fail(f"{where}constraints.{cname}", f"expected an expression string, got {text!r}")
+            try:
+                constraints.append((cname, parse(text, known)))
+            except ExprError as exc:
+                c.fail(f"{where}constraints.{cname}", f"{exc} in {text!r}")
+        out.append(Space(family_name, tuple(params), tuple(constraints)))
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import io
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
+from .errors import UserError
 from .records import Measurement, Status
 
 STATS = ("median", "min", "max")
@@ -22,7 +24,8 @@ TIMES = ("queue", "submit", "run", "total")
 COLUMNS = (
     ["time", "config", "device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz",
      "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
-     "flops", "min_bytes", "family", "setting", "params", "build_options",
+     "flops", "min_bytes", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
+     "build_options",
      "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
     + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms",
@@ -46,8 +49,11 @@ def _stats(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.10) -> dict:
-    """One results row: the setting, its provenance, its status and its timing statistics."""
+def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.10,
+           extra: dict | None = None) -> dict:
+    """One results row: the setting, its provenance, its status and its timing statistics.
+    `extra` sets columns the loop knows (phase, strategy, seq, baseline, and the setting's key,
+    build options and source hash when the measurement itself could not report them)."""
     p = problem
     row = {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
@@ -64,7 +70,11 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "n": len(m.rounds), "wall_ms": m.wall_ms, "cltune_version": __version__,
         "source_hash": m.source_hash,
         "key": resume_key(info, problem, m.setting, m.build_options, m.source_hash),
+        "phase": "search",
     }
+    for k, v in (extra or {}).items():
+        if not (k in ("build_options", "source_hash") and row[k]):  # the worker's own word wins
+            row[k] = v
     if m.rounds:
         for t in TIMES:
             for s, v in _stats([getattr(r, f"{t}_ms") for r in m.rounds]).items():
@@ -85,14 +95,23 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
 
 
 class ResultsFile:
-    """Append-only CSV: each row is written, flushed and fsynced as soon as it is measured."""
+    """Append-only CSV: each row is written, flushed and fsynced as soon as it is measured.
+    An exclusive lock on the file refuses a second sweep writing to it at the same time."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _repair_tail(self.path)
-        new = not self.path.exists() or self.path.stat().st_size == 0
         self._fh = open(self.path, "a", newline="")
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._fh.close()
+            raise UserError(f"{self.path}: another cltune sweep is writing to this results file; "
+                            "wait for it or choose another --out") from None
+        if self.path.stat().st_size:
+            _check_header(self.path)
+        _repair_tail(self.path)
+        new = self.path.stat().st_size == 0
         self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="raise")
         if new:
             self._writer.writeheader()
@@ -114,6 +133,14 @@ class ResultsFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _check_header(path: Path) -> None:
+    with open(path, newline="") as fh:
+        header = next(csv.reader(fh), [])
+    if header != COLUMNS:
+        raise UserError(f"{path}: not a results file of this cltune version (its columns differ); "
+                        "write to a new file")
 
 
 def _repair_tail(path: Path) -> None:

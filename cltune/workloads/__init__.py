@@ -15,6 +15,14 @@ from ..errors import UserError
 from ..paths import data_dir
 
 
+CL_STD = "-cl-std=CL1.2"
+
+
+def build_options(defines: dict) -> list[str]:
+    """The options a setting compiles with: OpenCL C 1.2 always, then its macros in name order."""
+    return [CL_STD] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
+
+
 @dataclass(frozen=True)
 class Param:
     """A knob: its allowed values (None: any int >= 0), its default and what it does."""
