@@ -211,7 +211,8 @@ __kernel void conv2d_direct(__global const float *restrict src, __global const f
     }
 }
 
-// PADDING == 2: the source plane, SRC_H x SRC_W, holds the input at offset (PAD_H, PAD_W) and
+#if PADDING == 2
+// The source plane, SRC_H x SRC_W, holds the input at offset (PAD_H, PAD_W) and
 // zeros elsewhere (the padding, and room for blocks that overhang the output).
 // Global size (SRC_W, SRC_H, BATCH * IN_C).
 __kernel void zero_pad(__global const float *restrict in, __global float *restrict padded) {
@@ -221,3 +222,4 @@ __kernel void zero_pad(__global const float *restrict in, __global float *restri
     const bool inside = (uint)iy < IN_H && (uint)ix < IN_W;
     padded[(z * SRC_H + y) * SRC_W + x] = inside ? in[(z * IN_H + iy) * IN_W + ix] : 0.0f;
 }
+#endif

@@ -34,11 +34,13 @@ NAMED = {
 
 
 def n_blocks(problem, p) -> tuple[int, int, int]:
-    """(width blocks, height blocks, channel blocks): the kernel's grid before local rounding."""
-    nkb = -(-problem.out_c // p["BLOCK_K"])
+    """(width blocks, height blocks, channel blocks): the kernel's grid before local rounding.
+    Block sizes below 1 count as 1 here, so `defines` works for settings `check` rejects."""
+    bk, bw, bh = (max(1, p[k]) for k in ("BLOCK_K", "BLOCK_W", "BLOCK_H"))
+    nkb = -(-problem.out_c // bk)
     if p["PIXELS"] == "linear":
-        return -(-problem.out_h * problem.out_w // p["BLOCK_W"]), 1, nkb
-    return -(-problem.out_w // p["BLOCK_W"]), -(-problem.out_h // p["BLOCK_H"]), nkb
+        return -(-problem.out_h * problem.out_w // bw), 1, nkb
+    return -(-problem.out_w // bw), -(-problem.out_h // bh), nkb
 
 
 def source_dims(problem, p) -> tuple[int, int, int, int]:
@@ -50,8 +52,8 @@ def source_dims(problem, p) -> tuple[int, int, int, int]:
         return pr.in_h + 2 * pr.pad_h, pr.in_w + 2 * pr.pad_w, 0, 0
     nbw, nbh, _ = n_blocks(pr, p)
     # Overhanging tiles of the last row/column read past the padded input: room for them, zeroed.
-    need_h = (nbh * p["BLOCK_H"] - 1) * pr.stride_h + (pr.filter_h - 1) * pr.dilation_h + 1
-    need_w = (nbw * p["BLOCK_W"] - 1) * pr.stride_w + (pr.filter_w - 1) * pr.dilation_w + 1
+    need_h = (nbh * max(1, p["BLOCK_H"]) - 1) * pr.stride_h + (pr.filter_h - 1) * pr.dilation_h + 1
+    need_w = (nbw * max(1, p["BLOCK_W"]) - 1) * pr.stride_w + (pr.filter_w - 1) * pr.dilation_w + 1
     return max(pr.in_h + 2 * pr.pad_h, need_h), max(pr.in_w + 2 * pr.pad_w, need_w), 0, 0
 
 
