@@ -21,6 +21,8 @@
 //              the zero_pad kernel (no checks at all)
 //   PIXELS     0: the block is a BLOCK_H x BLOCK_W tile; 1: BLOCK_W consecutive output pixels in
 //              row-major order (BLOCK_H == 1), so narrow outputs waste no lanes of the block
+//   ORDER      0: dimension 0 of the grid runs over pixel blocks (work-items next to each other share
+//              weights); 1: over batch x channel blocks (they share input)
 //   UNROLL_RS  0: the compiler decides; 1: #pragma unroll on the filter loops
 //   UNROLL_C   0: the compiler decides; N: #pragma unroll N on the input-channel loop
 
@@ -146,12 +148,17 @@ __attribute__((always_inline)) inline void accumulate(
     }
 }
 
-// Global size (NBW, NBH, BATCH * NKB), rounded up to the local size. PIXELS == 0: the block is a
+// Global size (NBW, NBH, BATCH * NKB), or with ORDER == 1 (BATCH * NKB, NBW, NBH), rounded up to
+// the local size. PIXELS == 0: the block is a
 // BLOCK_H x BLOCK_W tile of the output; PIXELS == 1: BLOCK_W consecutive pixels in row-major
 // order, wrapping rows (NBH == 1), the overhang clamped to the last pixel.
 __kernel void conv2d_direct(__global const float *restrict src, __global const float *restrict weight,
                             __global const float *restrict bias, __global float *restrict out) {
+#if ORDER == 1
+    const int z = get_global_id(0), bx = get_global_id(1), by = get_global_id(2);
+#else
     const int bx = get_global_id(0), by = get_global_id(1), z = get_global_id(2);
+#endif
     if (bx >= NBW || by >= NBH || z >= BATCH * NKB) return;
     const int n = z / NKB, kb = z % NKB, k0 = kb * BLOCK_K;
     int ih[BP], iw[BP], opix[BP];  // first tap of each pixel; its output offset, -1 if none

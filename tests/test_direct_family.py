@@ -22,8 +22,9 @@ COMBOS = {
                               PADDING="check", UNROLL_RS=0, UNROLL_C=1),
     "vec2_kcrs_split_tile": dict(BLOCK_K=2, BLOCK_W=2, BLOCK_H=2, VEC=2, WEIGHTS="kcrs",
                                  PADDING="split", MATH="mad", UNROLL_RS=0, UNROLL_C=2),
-    "vec4_vload_fma_zeropad_tile": dict(BLOCK_K=4, BLOCK_W=2, BLOCK_H=2, VEC=4, LOAD="vload",
-                                        MATH="fma", PADDING="zeropad"),
+    "vec4_vload_fma_zeropad_tile_order": dict(BLOCK_K=4, BLOCK_W=2, BLOCK_H=2, VEC=4, LOAD="vload",
+                                              MATH="fma", PADDING="zeropad", ORDER="channels",
+                                              LWS_X=2, LWS_Y=2),
     "vec8_linear_split_lws": dict(BLOCK_K=8, BLOCK_W=3, VEC=8, PIXELS="linear", PADDING="split",
                                   UNROLL_RS=0, UNROLL_C=4, LWS_X=2, LWS_Y=1, LWS_Z=2),
     "vec16_linear_check": dict(BLOCK_K=16, BLOCK_W=1, VEC=16, PIXELS="linear", PADDING="check",
@@ -117,3 +118,39 @@ def test_named_settings_pass_check_on_every_test_shape():
         problem = Problem.from_shapes(**shape)
         for name, params in NAMED.items():
             assert family.check(problem, family.resolve(params), None) is None, (name, shape)
+
+
+def test_study_config_settings_are_the_builtins():
+    # The config documents the named settings; the API's built-ins must not drift from it.
+    from cltune import config
+    from cltune.workloads import builtin_settings
+
+    cfg = config.load("direct_study")
+    builtin = builtin_settings()
+    assert {s.name for s in cfg.settings} == {"normal", *NAMED}
+    for s in cfg.settings:
+        assert (s.family, s.values) == builtin[s.name]
+
+
+@pytest.mark.parametrize("shape", [None, SHAPES[0], SHAPES[3]], ids=["study", "small", "1x1"])
+def test_study_space_constraints_reject_every_combination_check_rejects(shape):
+    # A point the constraints let through must be runnable, or the search spends its budget on
+    # `invalid` rows.
+    from cltune import config
+
+    cfg = config.load("direct_study")
+    problem = cfg.problem if shape is None else Problem.from_shapes(**shape)
+    space, family = cfg.spaces[0], get_family("direct")
+    for values in space.points():
+        if space.reject_reason(values, problem) is None:
+            assert family.check(problem, family.resolve(values), None) is None, values
+
+
+def test_study_space_has_no_dead_constraint():
+    from cltune import config
+    from cltune.space import problem_env
+
+    cfg = config.load("direct_study")
+    space, env = cfg.spaces[0], problem_env(cfg.problem)
+    for name, expr in space.constraints:
+        assert any(not expr({**env, **values}) for values in space.points()), name

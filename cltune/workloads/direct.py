@@ -20,16 +20,20 @@ LOAD_CODES = {"ptr": 0, "vload": 1}
 MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 PADDING_CODES = {"check": 0, "split": 1, "zeropad": 2}
 PIXEL_CODES = {"tile": 0, "linear": 1}
+ORDER_CODES = {"pixels": 0, "channels": 1}
 
 NAMED = {
-    # PoCL on an AVX2 CPU: 2 x float8 accumulators x 6 pixels = 12 of the 16 ymm registers.
+    # PoCL on an AVX2 CPU: 2 float8 weight vectors x 6 pixels = 12 accumulators (+2 weights +1
+    # input) in the 16 ymm registers; linear pixel blocks waste no lanes on narrow outputs.
     "direct_cpu": {"BLOCK_K": 16, "BLOCK_W": 6, "BLOCK_H": 1, "VEC": 8, "WEIGHTS": "packed",
-                   "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "UNROLL_RS": 1,
-                   "UNROLL_C": 0},
-    # Mali T860 (Midgard): 128-bit float4 vectors, vector multiply-add, padding moved out.
+                   "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "linear",
+                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0},
+    # Mali T860 (Midgard): 128-bit float4 vectors, a 2 x 4 float4 tile as TVM's spatial pack
+    # uses, vloads, mad() (a step that helped in the study), padding moved out as ACL does.
+    # Not yet tuned on a board.
     "direct_mali": {"BLOCK_K": 8, "BLOCK_W": 4, "BLOCK_H": 1, "VEC": 4, "WEIGHTS": "packed",
-                    "LOAD": "vload", "MATH": "mad", "PADDING": "zeropad", "UNROLL_RS": 1,
-                    "UNROLL_C": 0},
+                    "LOAD": "vload", "MATH": "mad", "PADDING": "zeropad", "PIXELS": "tile",
+                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0},
 }
 
 
@@ -101,7 +105,7 @@ class DirectFamily(Family):
             BLOCK_K=p["BLOCK_K"], BLOCK_W=p["BLOCK_W"], BLOCK_H=p["BLOCK_H"], VEC=p["VEC"],
             WEIGHTS=WEIGHT_CODES[p["WEIGHTS"]], LOAD=LOAD_CODES[p["LOAD"]],
             MATH=MATH_CODES[p["MATH"]], PADDING=PADDING_CODES[p["PADDING"]],
-            PIXELS=PIXEL_CODES[p["PIXELS"]],
+            PIXELS=PIXEL_CODES[p["PIXELS"]], ORDER=ORDER_CODES[p["ORDER"]],
             UNROLL_RS=p["UNROLL_RS"], UNROLL_C=p["UNROLL_C"],
         )
 
@@ -117,8 +121,9 @@ class DirectFamily(Family):
             out.append(Launch("zero_pad", "zero_pad", [bufs.x, src],
                               (src_w, src_h, pr.batch * pr.in_c), None))
         lws = local_size(p)
+        grid = (nbw, nbh, pr.batch * nkb) if p["ORDER"] == "pixels" else (pr.batch * nkb, nbw, nbh)
         out.append(Launch("conv", "conv2d_direct", [src, weights, bufs.b, bufs.out],
-                          global_size((nbw, nbh, pr.batch * nkb), lws), lws))
+                          global_size(grid, lws), lws))
         return out
 
 
@@ -176,6 +181,9 @@ register(DirectFamily(
               "zeropad: a timed pass writes a zero-padded input copy first"),
         Param("PIXELS", tuple(PIXEL_CODES), "tile",
               "tile: a BLOCK_H x BLOCK_W output tile; linear: BLOCK_W consecutive pixels, rows wrapping"),
+        Param("ORDER", tuple(ORDER_CODES), "pixels",
+              "grid dimension 0 runs over pixel blocks (neighbours share weights) or over "
+              "batch x channel blocks (neighbours share input)"),
         Param("UNROLL_RS", (0, 1), 1, "1: #pragma unroll on the filter loops; 0: compiler decides"),
         Param("UNROLL_C", None, 0, "N: #pragma unroll N on the input-channel loop; 0: compiler decides"),
     ),
