@@ -64,7 +64,8 @@
 #define UNROLL_RS_PRAGMA
 #endif
 #if UNROLL_C
-#define UNROLL_C_PRAGMA PRAGMA(unroll UNROLL_C)
+#define PRAGMA_UNROLL(n) PRAGMA(unroll n)  // one level more, so UNROLL_C expands before #n
+#define UNROLL_C_PRAGMA PRAGMA_UNROLL(UNROLL_C)
 #else
 #define UNROLL_C_PRAGMA
 #endif

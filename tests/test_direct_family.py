@@ -56,10 +56,10 @@ def test_named_settings_match_reference(runner, shape):
 def test_settings_with_different_padded_sizes_share_the_scratch_correctly(runner):
     # Guards the cached zero-padded copy: a later setting needing a bigger (or smaller) padded
     # plane must not read the earlier setting's layout.
-    problem = Problem.from_shapes(**SHAPES[4])
+    problem = Problem.from_shapes(**SHAPES[0])
     family = get_family("direct")
     small = dict(BLOCK_W=1, BLOCK_H=1, PADDING="zeropad")
-    big = dict(BLOCK_W=8, BLOCK_H=4, PADDING="zeropad")
+    big = dict(BLOCK_W=5, BLOCK_H=3, PADDING="zeropad")
     assert source_dims(problem, family.resolve(big)) != source_dims(problem, family.resolve(small))
     for params in (small, big, small):
         m = runner.measure(problem, Setting.make("s", "direct", params), QUICK)
