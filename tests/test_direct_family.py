@@ -95,12 +95,18 @@ PROBLEM = Problem.from_shapes(**SHAPES[0])
     (dict(PIXELS="linear", BLOCK_H=2), "BLOCK_H must be 1"),
     (dict(LOAD="vload", WEIGHTS="kcrs"), "gathers"),
     (dict(LOAD="vload", VEC=1, BLOCK_K=4), "no vload1"),
-    (dict(UNROLL_C=3), "UNROLL_C"),
 ])
 def test_check_rejects_invalid_combinations(params, words):
     family = get_family("direct")
     reason = family.check(PROBLEM, family.resolve(params), None)
     assert reason is not None and words in reason
+
+
+def test_unroll_count_outside_its_list_is_refused_by_name():
+    from cltune.errors import UserError
+
+    with pytest.raises(UserError, match="UNROLL_C must be one of"):
+        get_family("direct").resolve({"UNROLL_C": 3})
 
 
 def test_check_rejects_groups_and_the_runner_records_invalid(runner):

@@ -28,9 +28,9 @@ NAMED = {
     "direct_cpu": {"BLOCK_K": 16, "BLOCK_W": 6, "BLOCK_H": 1, "VEC": 8, "WEIGHTS": "packed",
                    "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "linear",
                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0},
-    # Mali T860 (Midgard): 128-bit float4 vectors, a 2 x 4 float4 tile as TVM's spatial pack
-    # uses, vloads, mad() (a step that helped in the study), padding moved out as ACL does.
-    # Not yet tuned on a board.
+    # Mali T860 (Midgard): 128-bit float4 vectors, 8 channels (2 float4) x 4 pixels as TVM's
+    # spatial pack blocks them, vloads, mad() (a step that helped in the study), padding moved
+    # out as ACL does. Chosen from that guidance: not yet tuned on a board.
     "direct_mali": {"BLOCK_K": 8, "BLOCK_W": 4, "BLOCK_H": 1, "VEC": 4, "WEIGHTS": "packed",
                     "LOAD": "vload", "MATH": "mad", "PADDING": "zeropad", "PIXELS": "tile",
                     "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0},
@@ -79,8 +79,6 @@ class DirectFamily(Family):
             return "LOAD=vload reads packed weight vectors; WEIGHTS=kcrs gathers lanes one by one"
         if p["LOAD"] == "vload" and vec == 1:
             return "LOAD=vload needs VEC >= 2 (OpenCL has no vload1)"
-        if p["UNROLL_C"] not in (0, 1, 2, 4, 8, 16):
-            return f"UNROLL_C must be 0 (compiler's choice) or 1, 2, 4, 8, 16, got {p['UNROLL_C']}"
         return self._check_sizes(problem, p)
 
     def _check_sizes(self, problem, p):
@@ -185,7 +183,8 @@ register(DirectFamily(
               "grid dimension 0 runs over pixel blocks (neighbours share weights) or over "
               "batch x channel blocks (neighbours share input)"),
         Param("UNROLL_RS", (0, 1), 1, "1: #pragma unroll on the filter loops; 0: compiler decides"),
-        Param("UNROLL_C", None, 0, "N: #pragma unroll N on the input-channel loop; 0: compiler decides"),
+        Param("UNROLL_C", (0, 1, 2, 4, 8, 16), 0,
+              "N: #pragma unroll N on the input-channel loop; 0: the compiler decides"),
     ),
     named=NAMED,
 ))
