@@ -176,4 +176,4 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
 
 
 def _load_builtin() -> None:
-    from . import conv2d  # noqa: F401  (registers itself)
+    from . import conv2d, direct  # noqa: F401  (register themselves)
