@@ -169,10 +169,15 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
     """Every built-in named setting across families: name -> (family, params)."""
     _load_builtin()
     out = {}
-    for fam in FAMILIES.values():
+    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
+    for fam in sorted(FAMILIES.values(), key=lambda f: rank.get(f.name, len(rank))):
         for name, params in fam.named.items():
             out[name] = (fam.name, dict(params))
     return out
+
+
+# The order cltune.settings() lists the built-in families in, whatever order they were imported in.
+BUILTIN_ORDER = ("conv2d", "direct", "im2col_gemm", "implicit_gemm", "winograd", "depthwise")
 
 
 def _load_builtin() -> None:
