@@ -47,7 +47,8 @@ def auto_name(family: str, params: dict) -> str:
 
 
 PROBLEM_NAMES = ("batch", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "filter_h", "filter_w",
-                 "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups")
+                 "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
+                 "pool")
 
 
 def problem_env(problem) -> dict:

@@ -25,6 +25,9 @@
 //              weights); 1: over batch x channel blocks (they share input)
 //   UNROLL_RS  0: the compiler decides; 1: #pragma unroll on the filter loops
 //   UNROLL_C   0: the compiler decides; N: #pragma unroll N on the input-channel loop
+// The fused epilogue (epilogue.cl): the output write adds the bias and applies ACTIVATE(); with
+// POOL == 2 (PIXELS == 0, even BLOCK_H and BLOCK_W) the grid covers the pooled output instead and
+// each work-item max-pools the 2x2 windows of its own tile in registers before writing.
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -38,7 +41,16 @@
 
 #define KV (BLOCK_K / VEC)
 #define BP (BLOCK_H * BLOCK_W)
-#if PIXELS == 1
+#if POOL == 2
+#if PIXELS != 0 || BLOCK_H % 2 || BLOCK_W % 2
+#error "a fused 2x2 max-pool needs PIXELS=0 (tile) with even BLOCK_H and BLOCK_W"
+#endif
+// Floor mode: an odd conv output's last row/column belongs to no window and is never written.
+#define POOL_H (OUT_H / 2)
+#define POOL_W (OUT_W / 2)
+#define NBW ((POOL_W + BLOCK_W / 2 - 1) / (BLOCK_W / 2))
+#define NBH ((POOL_H + BLOCK_H / 2 - 1) / (BLOCK_H / 2))
+#elif PIXELS == 1
 #define NBW ((OUT_H * OUT_W + BLOCK_W - 1) / BLOCK_W)
 #define NBH 1
 #else
@@ -149,10 +161,71 @@ __attribute__((always_inline)) inline void accumulate(
     }
 }
 
+// Writes each pixel's BLOCK_K channels: bias added, ACTIVATE() applied; opix[p] < 0: no output.
+__attribute__((always_inline)) inline void store_pixels(
+    __global float *restrict out, __global const float *restrict bias, floatV acc[BP][KV],
+    const int opix[BP], const int n, const int k0) {
+#pragma unroll
+    for (int kv = 0; kv < KV; ++kv) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+            const int k = k0 + kv * VEC + j;
+            if (k >= OUT_C) continue;
+            const float b = bias[k];
+            __global float *op = out + (n * OUT_C + k) * OUT_H * OUT_W;
+#pragma unroll
+            for (int p = 0; p < BP; ++p) {
+                if (opix[p] < 0) continue;
+                lanes_t u;
+                u.v = acc[p][kv];
+                op[opix[p]] = ACTIVATE(u.s[j] + b);
+            }
+        }
+    }
+}
+
+#if POOL == 2
+// The tile's (BLOCK_H / 2) x (BLOCK_W / 2) windows, pooled in registers, a vector of channels at a
+// time. The max of the raw sums comes first, then bias and ACTIVATE() once: both are
+// non-decreasing, so that is the max of the activated values. Windows past the pooled output
+// (overhanging tiles) are skipped.
+__attribute__((always_inline)) inline void store_pooled(
+    __global float *restrict out, __global const float *restrict bias, floatV acc[BP][KV],
+    const int n, const int k0, const int bx, const int by) {
+#pragma unroll
+    for (int kv = 0; kv < KV; ++kv) {
+        floatV m[BP / 4];
+#pragma unroll
+        for (int q = 0; q < BP / 4; ++q) {
+            const int p = 2 * (q / (BLOCK_W / 2)) * BLOCK_W + 2 * (q % (BLOCK_W / 2));
+            m[q] = fmax(fmax(acc[p][kv], acc[p + 1][kv]),
+                        fmax(acc[p + BLOCK_W][kv], acc[p + BLOCK_W + 1][kv]));
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+            const int k = k0 + kv * VEC + j;
+            if (k >= OUT_C) continue;
+            const float b = bias[k];
+            __global float *op = out + (n * OUT_C + k) * POOL_H * POOL_W;
+#pragma unroll
+            for (int q = 0; q < BP / 4; ++q) {
+                const int py = by * (BLOCK_H / 2) + q / (BLOCK_W / 2);
+                const int px = bx * (BLOCK_W / 2) + q % (BLOCK_W / 2);
+                if (py >= POOL_H || px >= POOL_W) continue;
+                lanes_t u;
+                u.v = m[q];
+                op[py * POOL_W + px] = ACTIVATE(u.s[j] + b);
+            }
+        }
+    }
+}
+#endif
+
 // Global size (NBW, NBH, BATCH * NKB), or with ORDER == 1 (BATCH * NKB, NBW, NBH), rounded up to
-// the local size. PIXELS == 0: the block is a
-// BLOCK_H x BLOCK_W tile of the output; PIXELS == 1: BLOCK_W consecutive pixels in row-major
-// order, wrapping rows (NBH == 1), the overhang clamped to the last pixel.
+// the local size. PIXELS == 0: the block is a BLOCK_H x BLOCK_W tile of the output (with POOL == 2
+// NBW and NBH count tiles of the pooled output, (BLOCK_H / 2) x (BLOCK_W / 2) windows each);
+// PIXELS == 1: BLOCK_W consecutive pixels in row-major order, wrapping rows (NBH == 1), the
+// overhang clamped to the last pixel.
 __kernel void conv2d_direct(__global const float *restrict src, __global const float *restrict weight,
                             __global const float *restrict bias, __global float *restrict out) {
 #if ORDER == 1
@@ -200,23 +273,11 @@ __kernel void conv2d_direct(__global const float *restrict src, __global const f
     accumulate(sp, wp, ih, iw, acc, false);
 #endif
 
-#pragma unroll
-    for (int kv = 0; kv < KV; ++kv) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-            const int k = k0 + kv * VEC + j;
-            if (k >= OUT_C) continue;
-            const float b = bias[k];
-            __global float *op = out + (n * OUT_C + k) * OUT_H * OUT_W;
-#pragma unroll
-            for (int p = 0; p < BP; ++p) {
-                if (opix[p] < 0) continue;
-                lanes_t u;
-                u.v = acc[p][kv];
-                op[opix[p]] = u.s[j] + b;
-            }
-        }
-    }
+#if POOL == 2
+    store_pooled(out, bias, acc, n, k0, bx, by);
+#else
+    store_pixels(out, bias, acc, opix, n, k0);
+#endif
 }
 
 #if PADDING == 2

@@ -138,18 +138,24 @@ def test_study_config_settings_are_the_builtins():
         assert (s.family, s.values) == builtin[s.name]
 
 
+@pytest.mark.parametrize("pool", [1, 2], ids=["conv", "conv_relu_pool"])
 @pytest.mark.parametrize("shape", [None, SHAPES[0], SHAPES[3]], ids=["study", "small", "1x1"])
-def test_study_space_constraints_reject_every_combination_check_rejects(shape):
+def test_study_space_constraints_reject_every_combination_check_rejects(shape, pool):
     # A point the constraints let through must be runnable, or the search spends its budget on
-    # `invalid` rows.
+    # `invalid` rows; with a fused 2x2 max-pool that includes odd and linear blocks.
+    from dataclasses import replace
+
     from cltune import config
+    from cltune.space import problem_env
 
     cfg = config.load("direct_study")
     problem = cfg.problem if shape is None else Problem.from_shapes(**shape)
+    problem = replace(problem, activation="relu" if pool == 2 else "none", pool=pool)
     space, family = cfg.spaces[0], get_family("direct")
-    for values in space.points():
-        if space.reject_reason(values, problem) is None:
-            assert family.check(problem, family.resolve(values), None) is None, values
+    env = problem_env(problem)
+    for values in space.points():  # the constraints alone: Space.reject_reason also runs check()
+        if all(expr({**env, **values}) for _, expr in space.constraints):
+            assert family.reject_reason(problem, family.resolve(values), None) is None, values
 
 
 def test_study_space_has_no_dead_constraint():
@@ -159,6 +165,7 @@ def test_study_space_has_no_dead_constraint():
 
     cfg = config.load("direct_study")
     space = cfg.spaces[0]
-    envs = [problem_env(p) for p in (cfg.problem, Problem.from_shapes(**SHAPES[0]))]
+    pooled = Problem.from_shapes(**SHAPES[0], activation="relu", pool=2)
+    envs = [problem_env(p) for p in (cfg.problem, Problem.from_shapes(**SHAPES[0]), pooled)]
     for name, expr in space.constraints:
         assert any(not expr({**env, **values}) for env in envs for values in space.points()), name

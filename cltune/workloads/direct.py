@@ -4,7 +4,8 @@ A work-item computes BLOCK_K output channels x BLOCK_H x BLOCK_W output pixels i
 VEC-wide vectors along the output channels. Weights are zero-padded to whole channel blocks (and
 packed per block when WEIGHTS="packed") once per problem, on the host, kept in `bufs.cache`; the
 PADDING="zeropad" pass is a timed launch writing a padded copy of the input into a cached scratch
-buffer.
+buffer. The output write fuses bias and activation; with tile blocks of even size it fuses the 2x2
+max-pool too: the grid then covers the pooled output and each work-item pools its own tile.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def n_blocks(problem, p) -> tuple[int, int, int]:
     Block sizes below 1 count as 1 here, so `defines` works for settings `check` rejects."""
     bk, bw, bh = (max(1, p[k]) for k in ("BLOCK_K", "BLOCK_W", "BLOCK_H"))
     nkb = -(-problem.out_c // bk)
+    if problem.pool == 2:  # tiles of the pooled output (floor mode), bh/2 x bw/2 windows each
+        pw, ph = max(1, bw // 2), max(1, bh // 2)
+        return -(-(problem.out_w // 2) // pw), -(-(problem.out_h // 2) // ph), nkb
     if p["PIXELS"] == "linear":
         return -(-problem.out_h * problem.out_w // bw), 1, nkb
     return -(-problem.out_w // bw), -(-problem.out_h // bh), nkb
@@ -79,7 +83,19 @@ class DirectFamily(Family):
             return "LOAD=vload reads packed weight vectors; WEIGHTS=kcrs gathers lanes one by one"
         if p["LOAD"] == "vload" and vec == 1:
             return "LOAD=vload needs VEC >= 2 (OpenCL has no vload1)"
-        return self._check_sizes(problem, p)
+        return self._check_pool(problem, p) or self._check_sizes(problem, p)
+
+    def _check_pool(self, problem, p):
+        """A work-item pools the 2x2 windows of its own block: only even tiles hold whole windows."""
+        if problem.pool != 2:
+            return None
+        if p["PIXELS"] == "linear":
+            return ("PIXELS=linear blocks run along rows and hold no whole 2x2 window: fusing the "
+                    "max-pool needs PIXELS=tile (FUSE <= 2 runs the pool as a separate kernel)")
+        if p["BLOCK_W"] % 2 or p["BLOCK_H"] % 2:
+            return (f"fusing the 2x2 max-pool needs even BLOCK_W and BLOCK_H, got {p['BLOCK_W']}x"
+                    f"{p['BLOCK_H']} (FUSE <= 2 runs the pool as a separate kernel)")
+        return None
 
     def _check_sizes(self, problem, p):
         src_h, src_w, _, _ = source_dims(problem, p)
@@ -187,4 +203,5 @@ register(DirectFamily(
               "N: #pragma unroll N on the input-channel loop; 0: the compiler decides"),
     ),
     named=NAMED,
+    fusable=("bias", "act", "pool"),
 ))
