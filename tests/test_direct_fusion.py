@@ -99,3 +99,25 @@ def test_pooled_grid_covers_the_floored_output_and_the_padded_source_its_tiles()
     assert n_blocks(problem, p) == (2, 2, 3)
     src_h, src_w, off_h, off_w = source_dims(problem, p)
     assert (src_h, src_w, off_h, off_w) == (11, 10, 0, 0)  # 9 + 2 padding rows; 8 + 2 columns
+
+
+def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer():
+    # The suite measures fusion: a point that cannot fuse the pool would be skipped by the tuner
+    # and the race would compare nothing, so every point must run fully fused on every layer.
+    from cltune import config
+    from cltune.space import problem_env
+    from cltune.workloads import epilogue
+
+    cfg = config.load("bench_fusion")
+    assert {s.family for s in cfg.spaces} == {"conv2d", "direct"}
+    for name, _, problem in cfg.layers:
+        assert problem.epilogue == ("bias", "act", "pool"), name
+        for space in cfg.spaces:
+            family = get_family(space.family)
+            valid = space.valid_settings(problem)
+            env = problem_env(problem)
+            allowed = [v for v in space.points() if all(e({**env, **v}) for _, e in space.constraints)]
+            assert valid and len(valid) == len(allowed), (name, space.family)  # none refused by check
+            for s in valid:
+                p = family.resolve(s.values)
+                assert epilogue.split(problem, family.fusable, p["FUSE"])[1] == [], (name, s.key)
