@@ -121,3 +121,13 @@ def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer():
             for s in valid:
                 p = family.resolve(s.values)
                 assert epilogue.split(problem, family.fusable, p["FUSE"])[1] == [], (name, s.key)
+
+
+def test_named_settings_run_pooled_layers(runner):
+    # direct_cpu and direct_mali cannot pool in registers: their FUSE=2 runs the pool separately,
+    # so cltune.conv2d(..., pool=2) works with every named direct setting; direct_pool fuses it.
+    problem = Problem.from_shapes(**SHAPES["odd_9x7_batch2"], activation="relu", pool=2)
+    for name, want in (("direct_cpu", "pool"), ("direct_mali", "pool"), ("direct_pool", None)):
+        m = runner.measure(problem, Setting.make(name, "direct", NAMED[name]), QUICK)
+        assert m.status == Status.OK, f"{name}: {m.error}"
+        assert (want in parts(m)) if want else ("pool" not in parts(m)), name

@@ -28,13 +28,18 @@ NAMED = {
     # input) in the 16 ymm registers; linear pixel blocks waste no lanes on narrow outputs.
     "direct_cpu": {"BLOCK_K": 16, "BLOCK_W": 6, "BLOCK_H": 1, "VEC": 8, "WEIGHTS": "packed",
                    "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "linear",
-                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0},
+                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2},
+    # Linear pixel blocks cannot pool in registers: FUSE=2 runs a 2x2 max-pool as its own kernel.
+    # direct_pool: 2x2 pixel tiles that can (the winner of most bench_fusion layers on PoCL).
+    "direct_pool": {"BLOCK_K": 16, "BLOCK_W": 2, "BLOCK_H": 2, "VEC": 8, "WEIGHTS": "packed",
+                    "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "tile",
+                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 3},
     # Mali T860 (Midgard): 128-bit float4 vectors, 8 channels (2 float4) x 4 pixels as TVM's
     # spatial pack blocks them, vloads, mad() (a step that helped in the study), padding moved
     # out as ACL does. Chosen from that guidance: not yet tuned on a board.
     "direct_mali": {"BLOCK_K": 8, "BLOCK_W": 4, "BLOCK_H": 1, "VEC": 4, "WEIGHTS": "packed",
                     "LOAD": "vload", "MATH": "mad", "PADDING": "zeropad", "PIXELS": "tile",
-                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0},
+                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2},
 }
 
 
