@@ -146,3 +146,4 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
 
 def _load_builtin() -> None:
     from . import conv2d  # noqa: F401  (registers itself)
+    from . import gemm  # noqa: F401

@@ -1,0 +1,206 @@
+"""Host side of kernels/gemm.cl (+ kernels/im2col.cl): conv2d as a tiled GEMM, two families.
+
+`im2col_gemm` materializes the [RS*C, OH*OW] column matrix per image with a timed im2col launch
+and multiplies it; `implicit_gemm` runs the same GEMM kernel with IMPLICIT=1, gathering B straight
+from the NCHW input (a 1x1 stride-1 unpadded conv reads the input as B with no index math).
+Weights are packed by the host once per problem and layout (not timed, like ACL's weight reshape).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from . import Family, Launch, Param, global_size, local_size, register
+
+INT_LIMIT = 2**31 - 1  # the kernels index with 32-bit ints
+LAYOUTS = {"oihw": 0, "transposed": 1, "blocked": 2}
+MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
+
+COMMON_PARAMS = (
+    Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), 16,
+          "register tile rows: output channels per work-item (a multiple of VW)"),
+    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16), 4, "register tile columns: output pixels per work-item"),
+    Param("VW", (1, 2, 4, 8), 8, "vector width along the output channels"),
+    Param("WLAYOUT", tuple(LAYOUTS), "blocked",
+          "weights as given (oihw), or packed once by the host: transposed [RS][C][K] or blocked "
+          "[K/TM][RS][C][TM]"),
+    Param("LOAD", ("ptr", "vload"), "ptr",
+          "packed weight vectors read by a vector pointer load or vloadN() (ignored for oihw or VW=1)"),
+    Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()"),
+    Param("UNROLL_K", (1, 2, 4, 8), 1, "#pragma unroll factor of the reduction (channel) loop"),
+    Param("LOCAL", (0, 1), 0,
+          "1: work-group tiles of weights and B in __local memory (local size LWS_X x LWS_Y)"),
+    Param("KB", (4, 8, 16, 32, 64, 128), 8, "channels per step of the local-memory tile (LOCAL=1 only)"),
+    Param("MSUB", (1, 2, 3, 4, 6, 8), 1,
+          "channel tiles per work-item sharing one cached block of B (LOCAL=0 only; 1: off)"),
+    Param("KC", (8, 16, 32, 64, 128, 256), 64, "channels per reduction block when MSUB > 1"),
+)
+
+
+class GemmFamily(Family):
+    """Shared by both families; `implicit` says whether B is gathered or materialized."""
+
+    implicit: bool = False
+
+    def check(self, problem, p, device):
+        pr = problem
+        if pr.groups != 1:
+            return f"{self.name} computes groups=1 only (got groups={pr.groups})"
+        if p["TM"] % p["VW"]:
+            return f"TM={p['TM']} is not a multiple of VW={p['VW']}"
+        if p["LOCAL"] and p["MSUB"] > 1:
+            return "MSUB > 1 blocks the reduction of the LOCAL=0 kernel; LOCAL=1 blocks it by KB"
+        reason = self._check_local(pr, p, device)
+        if reason:
+            return reason
+        q = pr.in_c * pr.filter_h * pr.filter_w
+        sizes = {"input": int(np.prod(pr.input_shape)), "output": int(np.prod(pr.output_shape)),
+                 "packed weights": kpad(pr, p) * q}
+        if not self.implicit:
+            sizes["im2col matrix"] = col_elems(pr, p)
+        for what, n in sizes.items():
+            if n > INT_LIMIT:
+                return f"the {what} has {n} elements: over the kernels' 32-bit index range"
+            if device is not None and 4 * n > device.max_alloc_bytes:
+                return f"the {what} needs {4 * n} B > the device's max allocation {device.max_alloc_bytes} B"
+        return None
+
+    def _check_local(self, pr, p, device):
+        lws = (p["LWS_X"], p["LWS_Y"], p["LWS_Z"])
+        if not p["LOCAL"]:
+            return None
+        if lws[0] < 1 or lws[1] < 1 or lws[2] > 1:
+            return (f"LOCAL=1 tiles a fixed work-group: set LWS_X >= 1 and LWS_Y >= 1 with LWS_Z 0 or 1 "
+                    f"(got {lws[0]}, {lws[1]}, {lws[2]})")
+        nbytes = local_bytes(p)
+        if device is not None:
+            if nbytes > device.local_mem_bytes:
+                return f"LOCAL=1 tiles need {nbytes} B of local memory > the device's {device.local_mem_bytes} B"
+            if lws[0] * lws[1] > device.max_work_group_size:
+                return (f"local size {lws[0]}x{lws[1]} > the device's max work-group size "
+                        f"{device.max_work_group_size}")
+        return None
+
+    def defines(self, problem, p):
+        pr = problem
+        out = dict(IN_C=pr.in_c, IN_H=pr.in_h, IN_W=pr.in_w, OUT_C=pr.out_c, OUT_H=pr.out_h,
+                   OUT_W=pr.out_w, FILTER_H=pr.filter_h, FILTER_W=pr.filter_w, STRIDE_H=pr.stride_h,
+                   STRIDE_W=pr.stride_w, PAD_H=pr.pad_h, PAD_W=pr.pad_w, DILATION_H=pr.dilation_h,
+                   DILATION_W=pr.dilation_w, KPAD=kpad(pr, p), IMPLICIT=int(self.implicit),
+                   TM=p["TM"], TN=p["TN"], VW=p["VW"], WLAYOUT=LAYOUTS[p["WLAYOUT"]],
+                   LOAD=int(p["LOAD"] == "vload"), MATH=MATH_CODES[p["MATH"]],
+                   UNROLL_K=p["UNROLL_K"], LOCAL=p["LOCAL"], MSUB=p["MSUB"], KC=p["KC"],
+                   COL_TILED=p.get("COL_TILED", 0))
+        if p["LOCAL"]:
+            out.update(KB=p["KB"], LX=p["LWS_X"], LY=p["LWS_Y"])
+        return out
+
+    def launches(self, ctx, queue, problem, p, bufs):
+        pr = problem
+        out = []
+        if self.implicit:
+            src = cached(bufs, ("zeros", pr.in_c * pr.in_h * pr.in_w),
+                         lambda: zeros_buffer(ctx, pr.in_c * pr.in_h * pr.in_w))
+        else:
+            col = cached(bufs, ("col", p["TN"], p["COL_TILED"]),
+                         lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * col_elems(pr, p)))
+            ncols = col_cols(pr, p)
+            q = pr.in_c * pr.filter_h * pr.filter_w
+            out.append(Launch("im2col", "im2col", [bufs.x, col], (ncols, q, pr.batch), None))
+        wbuf = cached(bufs, ("weights", p["WLAYOUT"], p["TM"], kpad(pr, p)),
+                      lambda: packed_weights(ctx, bufs, pr, p))
+        args = [bufs.x, wbuf, bufs.b, bufs.out, src] if self.implicit else \
+            [col, wbuf, bufs.b, bufs.out, bufs.b]
+        lws = (p["LWS_X"], p["LWS_Y"], 1) if p["LOCAL"] else local_size(p)
+        work = (n_tiles(pr.out_h * pr.out_w, p["TN"]), n_tiles(pr.out_c, p["TM"] * p["MSUB"]),
+                pr.batch)
+        out.append(Launch("gemm", "gemm", args, global_size(work, lws), lws))
+        return out
+
+
+def n_tiles(n: int, tile: int) -> int:
+    return -(-n // tile)
+
+
+def kpad(pr, p) -> int:
+    """Output channels of the packed weights: every channel tile the GEMM's grid reaches."""
+    tiles = n_tiles(pr.out_c, p["TM"])
+    group = p["LWS_Y"] if p["LOCAL"] else p["MSUB"]
+    tiles = n_tiles(tiles, group) * group
+    return tiles * p["TM"]
+
+
+def local_bytes(p) -> int:
+    return 4 * p["KB"] * (p["LWS_Y"] * p["TM"] + p["LWS_X"] * p["TN"])
+
+
+def col_cols(pr, p) -> int:
+    npix = pr.out_h * pr.out_w
+    return n_tiles(npix, p["TN"]) * p["TN"] if p.get("COL_TILED") else npix
+
+
+def col_elems(pr, p) -> int:
+    return pr.batch * pr.in_c * pr.filter_h * pr.filter_w * col_cols(pr, p)
+
+
+def cached(bufs, key, make):
+    if key not in bufs.cache:
+        bufs.cache[key] = make()
+    return bufs.cache[key]
+
+
+def zeros_buffer(ctx, n: int):
+    return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                     hostbuf=np.zeros(max(1, n), np.float32))
+
+
+def pack_weights(w: np.ndarray, layout: str, tm: int, kp: int) -> np.ndarray:
+    """[K][C][R][S] -> the layout gemm.cl reads: transposed [RS][C][KPAD] or blocked
+    [KPAD/TM][RS][C][TM]; channels past K are zeros."""
+    k, c, r, s = w.shape
+    if layout == "oihw":
+        return np.ascontiguousarray(w, dtype=np.float32)
+    padded = np.zeros((kp, c, r * s), np.float32)
+    padded[:k] = w.reshape(k, c, r * s)
+    if layout == "transposed":
+        return np.ascontiguousarray(padded.transpose(2, 1, 0))
+    return np.ascontiguousarray(padded.reshape(kp // tm, tm, c, r * s).transpose(0, 3, 2, 1))
+
+
+def packed_weights(ctx, bufs, pr, p):
+    if p["WLAYOUT"] == "oihw":
+        return bufs.w
+    host = pack_weights(bufs.w_host, p["WLAYOUT"], p["TM"], kpad(pr, p))
+    return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+
+IM2COL_PARAMS = COMMON_PARAMS + (
+    Param("COL_TILED", (0, 1), 1,
+          "im2col matrix stored per pixel tile [P/TN][Q][TN] (1) or row-major [Q][P] (0)"),
+)
+
+register(GemmFamily(
+    name="im2col_gemm",
+    sources=("im2col.cl", "gemm.cl"),
+    params=IM2COL_PARAMS,
+    named={
+        "im2col_gemm_cpu": {"TM": 16, "TN": 4, "VW": 8, "WLAYOUT": "blocked", "COL_TILED": 1},
+        "im2col_gemm_mali": {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked", "COL_TILED": 1},
+    },
+))
+
+
+class ImplicitGemmFamily(GemmFamily):
+    implicit = True
+
+
+register(ImplicitGemmFamily(
+    name="implicit_gemm",
+    sources=("gemm.cl",),
+    params=COMMON_PARAMS,
+    named={
+        "implicit_gemm_cpu": {"TM": 16, "TN": 4, "VW": 8, "WLAYOUT": "blocked"},
+        "implicit_gemm_mali": {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"},
+    },
+))
