@@ -20,8 +20,11 @@ MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 COMMON_PARAMS = (
     Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), 16,
           "register tile rows: output channels per work-item (a multiple of VW)"),
-    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16), 4, "register tile columns: output pixels per work-item"),
-    Param("VW", (1, 2, 4, 8), 8, "vector width along the output channels"),
+    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32), 4, "register tile columns: output pixels per work-item"),
+    Param("VW", (1, 2, 4, 8), 8, "vector width"),
+    Param("VEC_DIM", ("k", "p"), "k",
+          "vectors along the output channels (k: TM % VW == 0, B values broadcast) or the pixels "
+          "(p: TN % VW == 0, weights broadcast, B rows and outputs read and written as vectors)"),
     Param("WLAYOUT", tuple(LAYOUTS), "blocked",
           "weights as given (oihw), or packed once by the host: transposed [RS][C][K] or blocked "
           "[K/TM][RS][C][TM]"),
@@ -29,6 +32,9 @@ COMMON_PARAMS = (
           "packed weight vectors read by a vector pointer load or vloadN() (ignored for oihw or VW=1)"),
     Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()"),
     Param("UNROLL_K", (1, 2, 4, 8), 1, "#pragma unroll factor of the reduction (channel) loop"),
+    Param("ORDER", ("pk", "kp"), "pk",
+          "global dimension 0 walks the pixel tiles (pk: neighbours share weights) or the channel "
+          "tiles (kp: neighbours share B)"),
     Param("LOCAL", (0, 1), 0,
           "1: work-group tiles of weights and B in __local memory (local size LWS_X x LWS_Y)"),
     Param("KB", (4, 8, 16, 32, 64, 128), 8, "channels per step of the local-memory tile (LOCAL=1 only)"),
@@ -47,8 +53,12 @@ class GemmFamily(Family):
         pr = problem
         if pr.groups != 1:
             return f"{self.name} computes groups=1 only (got groups={pr.groups})"
-        if p["TM"] % p["VW"]:
-            return f"TM={p['TM']} is not a multiple of VW={p['VW']}"
+        if p["VEC_DIM"] == "k" and p["TM"] % p["VW"]:
+            return f"VEC_DIM=k needs TM a multiple of VW (got TM={p['TM']}, VW={p['VW']})"
+        if p["VEC_DIM"] == "p" and p["TN"] % p["VW"]:
+            return f"VEC_DIM=p needs TN a multiple of VW (got TN={p['TN']}, VW={p['VW']})"
+        if p["VEC_DIM"] == "p" and p["LOCAL"]:
+            return "LOCAL=1 is implemented for VEC_DIM=k only"
         if p["LOCAL"] and p["MSUB"] > 1:
             return "MSUB > 1 blocks the reduction of the LOCAL=0 kernel; LOCAL=1 blocks it by KB"
         reason = self._check_local(pr, p, device)
@@ -91,10 +101,22 @@ class GemmFamily(Family):
                    TM=p["TM"], TN=p["TN"], VW=p["VW"], WLAYOUT=LAYOUTS[p["WLAYOUT"]],
                    LOAD=int(p["LOAD"] == "vload"), MATH=MATH_CODES[p["MATH"]],
                    UNROLL_K=p["UNROLL_K"], LOCAL=p["LOCAL"], MSUB=p["MSUB"], KC=p["KC"],
-                   COL_TILED=p.get("COL_TILED", 0))
+                   GRID_KP=int(p["ORDER"] == "kp"), COL_TILED=p.get("COL_TILED", 0), VEC_P=int(p["VEC_DIM"] == "p"),
+                   B_ALIGNED=int(self.b_aligned(pr, p)),
+                   OUT_ALIGNED=int(p["VEC_DIM"] == "p" and (pr.out_h * pr.out_w) % p["VW"] == 0))
         if p["LOCAL"]:
-            out.update(KB=p["KB"], LX=p["LWS_X"], LY=p["LWS_Y"])
+            lx, ly = group_dims(p)
+            out.update(KB=p["KB"], LX=lx, LY=ly)
         return out
+
+    def b_aligned(self, pr, p) -> bool:
+        """VEC_DIM=p: does every run of consecutive B pixels start on a VW-float boundary?"""
+        npix = pr.out_h * pr.out_w
+        if p["VEC_DIM"] != "p":
+            return False
+        if not self.implicit:
+            return bool(p["COL_TILED"]) or npix % p["VW"] == 0
+        return is_pointwise(pr) and npix % p["VW"] == 0
 
     def launches(self, ctx, queue, problem, p, bufs):
         pr = problem
@@ -113,10 +135,15 @@ class GemmFamily(Family):
         args = [bufs.x, wbuf, bufs.b, bufs.out, src] if self.implicit else \
             [col, wbuf, bufs.b, bufs.out, bufs.b]
         lws = (p["LWS_X"], p["LWS_Y"], 1) if p["LOCAL"] else local_size(p)
-        work = (n_tiles(pr.out_h * pr.out_w, p["TN"]), n_tiles(pr.out_c, p["TM"] * p["MSUB"]),
-                pr.batch)
+        pix, chan = n_tiles(pr.out_h * pr.out_w, p["TN"]), n_tiles(pr.out_c, p["TM"] * p["MSUB"])
+        work = (chan, pix, pr.batch) if p["ORDER"] == "kp" else (pix, chan, pr.batch)
         out.append(Launch("gemm", "gemm", args, global_size(work, lws), lws))
         return out
+
+
+def is_pointwise(pr) -> bool:
+    """A 1x1, stride-1, unpadded conv: its B matrix is the input itself."""
+    return (pr.filter_h, pr.filter_w, pr.stride_h, pr.stride_w, pr.pad_h, pr.pad_w) == (1, 1, 1, 1, 0, 0)
 
 
 def n_tiles(n: int, tile: int) -> int:
@@ -126,13 +153,19 @@ def n_tiles(n: int, tile: int) -> int:
 def kpad(pr, p) -> int:
     """Output channels of the packed weights: every channel tile the GEMM's grid reaches."""
     tiles = n_tiles(pr.out_c, p["TM"])
-    group = p["LWS_Y"] if p["LOCAL"] else p["MSUB"]
+    group = group_dims(p)[1] if p["LOCAL"] else p["MSUB"]
     tiles = n_tiles(tiles, group) * group
     return tiles * p["TM"]
 
 
+def group_dims(p) -> tuple[int, int]:
+    """(work-items along the pixel tiles, along the channel tiles) of a LOCAL=1 work-group."""
+    return (p["LWS_Y"], p["LWS_X"]) if p["ORDER"] == "kp" else (p["LWS_X"], p["LWS_Y"])
+
+
 def local_bytes(p) -> int:
-    return 4 * p["KB"] * (p["LWS_Y"] * p["TM"] + p["LWS_X"] * p["TN"])
+    lx, ly = group_dims(p)
+    return 4 * p["KB"] * (ly * p["TM"] + lx * p["TN"])
 
 
 def col_cols(pr, p) -> int:
