@@ -2,8 +2,10 @@
 
     PYTHONPATH=. python benchmarks/gemm_candidates.py LAYER [--rounds N] [--cand FAMILY:K=V,K=V ...]
 
-LAYER is a name from LAYERS below. Without --cand, the built-in named settings of both families
-run. Prints each candidate's median run ms over the rounds, GFLOP/s and the ratio to torch.
+LAYER is a name from LAYERS below. The CPU named settings of both families run, plus any --cand.
+Each round times every candidate `--repeat` times (wall clock and process CPU time, which resists a
+busy machine better), interleaved with torch.nn.functional.conv2d; prints medians over the rounds,
+GFLOP/s and the ratio torch/candidate (above 1: faster than torch).
 """
 
 from __future__ import annotations
@@ -88,15 +90,18 @@ def main():
     ap.add_argument("layer", choices=sorted(LAYERS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--cand", nargs="*")
+    ap.add_argument("--cand", nargs="*", help="extra candidates, FAMILY:KNOB=V,KNOB=V")
+    ap.add_argument("--only", action="store_true", help="the --cand candidates only, no named settings")
+    ap.add_argument("--normal", action="store_true", help="also time the ladder's `normal` setting")
     args = ap.parse_args()
     xs, ws, stride, padding = LAYERS[args.layer]
     problem = Problem.from_shapes(xs, ws, stride=stride, padding=padding)
-    if args.cand:
-        cands = [parse_cand(c) for c in args.cand]
-    else:
-        cands = [Setting.make(n, f, p) for n, (f, p) in builtin_settings().items()
-                 if f in ("im2col_gemm", "implicit_gemm")]
+    cands = [parse_cand(c) for c in args.cand or []]
+    if not args.only:
+        cands += [Setting.make(n, f, p) for n, (f, p) in builtin_settings().items()
+                  if f in ("im2col_gemm", "implicit_gemm") and not n.endswith("_mali")]
+    if args.normal:
+        cands.append(Setting.make("normal", "conv2d", {}))
     runner = Runner()
     runner.load_problem(problem)
     x, w, b = runner.bufs.x_host, runner.bufs.w_host, runner.bufs.b_host

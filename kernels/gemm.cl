@@ -13,7 +13,7 @@
 // Global size (pixel tiles, channel tiles / MSUB, batch), the first two swapped when GRID_KP,
 // rounded up to the local size.
 //
-// Problem macros (always baked in): IN_C IN_H IN_W OUT_C OUT_H OUT_W FILTER_H FILTER_W STRIDE_H
+// Problem macros (always baked in): BATCH IN_C IN_H IN_W OUT_C OUT_H OUT_W FILTER_H FILTER_W STRIDE_H
 // STRIDE_W PAD_H PAD_W DILATION_H DILATION_W, KPAD (output channels of the packed weights),
 // B_ALIGNED / OUT_ALIGNED (VEC_P=1: consecutive B pixels / output rows start VW-aligned).
 // Knobs:
@@ -170,7 +170,13 @@ inline __global const float *b_ptr(__global const float *img, __global const flo
     const int r = rs / FILTER_W, s = rs % FILTER_W;
     const int ih = oh * STRIDE_H - PAD_H + r * DILATION_H;
     const int iw = ow * STRIDE_W - PAD_W + s * DILATION_W;
-    const bool ok = (PAD_H == 0 || (ih >= 0 && ih < IN_H)) && (PAD_W == 0 || (iw >= 0 && iw < IN_W));
+    bool ok = true;  // without padding every tap of an output pixel lies inside the input
+#if PAD_H
+    ok = ih >= 0 && ih < IN_H;
+#endif
+#if PAD_W
+    ok = ok && iw >= 0 && iw < IN_W;
+#endif
     return ok ? img + ih * IN_W + iw : zeros;
 }
 #define B_PTR(j, rs) b_ptr(src + n * IN_C * HW, zeros, pix[j] / OUT_W, pix[j] % OUT_W, (rs))
@@ -312,7 +318,7 @@ inline void store_tile(__global float *out, __global const float *bias, floatv a
 #if !LOCAL && MSUB == 1
 __kernel void gemm(GEMM_ARGS) {
     const int pt = get_global_id(PIX_DIM), kt = get_global_id(CH_DIM), n = get_global_id(2);
-    if (pt >= NT || kt * TM >= OUT_C) return;
+    if (pt >= NT || kt * TM >= OUT_C || n >= BATCH) return;
     TILE_SETUP(pt, kt)
     for (int rs = 0; rs < RS; ++rs) {
         B_SETUP(rs)
@@ -328,7 +334,7 @@ __kernel void gemm(GEMM_ARGS) {
 // tiles wait in private memory between blocks.
 __kernel void gemm(GEMM_ARGS) {
     const int pt = get_global_id(PIX_DIM), kg = get_global_id(CH_DIM), n = get_global_id(2);
-    if (pt >= NT || kg * MSUB * TM >= OUT_C) return;
+    if (pt >= NT || kg * MSUB * TM >= OUT_C || n >= BATCH) return;
     TILE_SETUP(pt, kg * MSUB)
     floatv tiles[MSUB][A1][A2];
     for (int m = 0; m < MSUB; ++m) ZERO_TILE(tiles[m])

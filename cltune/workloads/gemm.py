@@ -20,7 +20,7 @@ MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 COMMON_PARAMS = (
     Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), 16,
           "register tile rows: output channels per work-item (a multiple of VW)"),
-    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32), 4, "register tile columns: output pixels per work-item"),
+    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32), 6, "register tile columns: output pixels per work-item"),
     Param("VW", (1, 2, 4, 8), 8, "vector width"),
     Param("VEC_DIM", ("k", "p"), "k",
           "vectors along the output channels (k: TM % VW == 0, B values broadcast) or the pixels "
@@ -94,7 +94,7 @@ class GemmFamily(Family):
 
     def defines(self, problem, p):
         pr = problem
-        out = dict(IN_C=pr.in_c, IN_H=pr.in_h, IN_W=pr.in_w, OUT_C=pr.out_c, OUT_H=pr.out_h,
+        out = dict(BATCH=pr.batch, IN_C=pr.in_c, IN_H=pr.in_h, IN_W=pr.in_w, OUT_C=pr.out_c, OUT_H=pr.out_h,
                    OUT_W=pr.out_w, FILTER_H=pr.filter_h, FILTER_W=pr.filter_w, STRIDE_H=pr.stride_h,
                    STRIDE_W=pr.stride_w, PAD_H=pr.pad_h, PAD_W=pr.pad_w, DILATION_H=pr.dilation_h,
                    DILATION_W=pr.dilation_w, KPAD=kpad(pr, p), IMPLICIT=int(self.implicit),
@@ -213,13 +213,21 @@ IM2COL_PARAMS = COMMON_PARAMS + (
           "im2col matrix stored per pixel tile [P/TN][Q][TN] (1) or row-major [Q][P] (0)"),
 )
 
+# Named settings. CPU (PoCL, AVX2): a 16 x 6 tile of float8 is 12 of the 16 ymm registers, the
+# weights packed so each step reads 64 contiguous bytes; 4 x 4 work-groups give PoCL's threads many
+# groups to balance (its own choice made as few as 2). Mali T860: 128-bit vectors (float4), a
+# smaller tile, the driver's local size. The 1x1 setting keeps vectors along the pixels, which a
+# 1x1 conv reads as rows, and lets neighbouring work-items share them.
+CPU_TILE = {"TM": 16, "TN": 6, "VW": 8, "WLAYOUT": "blocked", "LWS_X": 4, "LWS_Y": 4}
+MALI_TILE = {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"}
+
 register(GemmFamily(
     name="im2col_gemm",
     sources=("im2col.cl", "gemm.cl"),
     params=IM2COL_PARAMS,
     named={
-        "im2col_gemm_cpu": {"TM": 16, "TN": 4, "VW": 8, "WLAYOUT": "blocked", "COL_TILED": 1},
-        "im2col_gemm_mali": {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked", "COL_TILED": 1},
+        "im2col_gemm_cpu": dict(CPU_TILE, COL_TILED=1),
+        "im2col_gemm_mali": dict(MALI_TILE, COL_TILED=1),
     },
 ))
 
@@ -233,7 +241,8 @@ register(ImplicitGemmFamily(
     sources=("gemm.cl",),
     params=COMMON_PARAMS,
     named={
-        "implicit_gemm_cpu": {"TM": 16, "TN": 4, "VW": 8, "WLAYOUT": "blocked"},
-        "implicit_gemm_mali": {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"},
+        "implicit_gemm_cpu": dict(CPU_TILE),
+        "implicit_gemm_1x1_cpu": dict(CPU_TILE, TM=4, TN=16, VEC_DIM="p", ORDER="kp"),
+        "implicit_gemm_mali": dict(MALI_TILE),
     },
 ))
