@@ -1,8 +1,9 @@
 // gemm.cl: conv2d as a tiled GEMM, out[n][k][p] = sum_q W[k][q] * B[q][p] + bias[k], NCHW float32.
 //
-// k runs over the output channels (M = OUT_C), p over the output pixels (N = OUT_H * OUT_W) and q
-// over the reduction (RS * IN_C), ordered q = (r * FILTER_W + s) * IN_C + c: the filter tap outside,
-// the input channel inside, so one tap's B pointers are set up once and stepped through the channels.
+// k runs over the output channels (M = OUT_C), p over the output pixels (N = OUT_H * OUT_W) and
+// q over the reduction (RS * IN_C), ordered q = (r * FILTER_W + s) * IN_C + c: the filter tap
+// outside, the input channel inside, so one tap's B pointers are set up once and stepped through
+// the channels.
 // B is either the im2col matrix written by im2col.cl (IMPLICIT=0) or gathered straight from the
 // input (IMPLICIT=1: padding taps read a zero buffer, so the channel loop has no bounds checks).
 //
@@ -13,9 +14,9 @@
 // Global size (pixel tiles, channel tiles / MSUB, batch), the first two swapped when GRID_KP,
 // rounded up to the local size.
 //
-// Problem macros (always baked in): BATCH IN_C IN_H IN_W OUT_C OUT_H OUT_W FILTER_H FILTER_W STRIDE_H
-// STRIDE_W PAD_H PAD_W DILATION_H DILATION_W, KPAD (output channels of the packed weights),
-// B_ALIGNED / OUT_ALIGNED (VEC_P=1: consecutive B pixels / output rows start VW-aligned).
+// Problem macros (always baked in): BATCH IN_C IN_H IN_W OUT_C OUT_H OUT_W FILTER_H FILTER_W
+// STRIDE_H STRIDE_W PAD_H PAD_W DILATION_H DILATION_W, KPAD (output channels of the packed
+// weights), B_ALIGNED / OUT_ALIGNED (VEC_P=1: consecutive B pixels / output rows start VW-aligned).
 // Knobs:
 //   TM, TN     register tile: output channels x pixels per work-item
 //   VW         vector width: 1, 2, 4, 8;  VEC_P  0: vectors along k (TM % VW == 0), 1: along p
@@ -261,10 +262,12 @@ inline floatv b_gather(__global const float *const *bp, const int off, const int
     __global const float *bp[TN];                                                           \
     bool contig = false;
 
-#define ZERO_TILE(t) \
-    PRAGMA(unroll) for (int a = 0; a < A1; ++a) PRAGMA(unroll) for (int b = 0; b < A2; ++b) t[a][b] = 0.0f;
-#define COPY_TILE(to, from) \
-    PRAGMA(unroll) for (int a = 0; a < A1; ++a) PRAGMA(unroll) for (int b = 0; b < A2; ++b) to[a][b] = from[a][b];
+#define ZERO_TILE(t)                          \
+    PRAGMA(unroll) for (int a = 0; a < A1; ++a) \
+        PRAGMA(unroll) for (int b = 0; b < A2; ++b) t[a][b] = 0.0f;
+#define COPY_TILE(to, from)                   \
+    PRAGMA(unroll) for (int a = 0; a < A1; ++a) \
+        PRAGMA(unroll) for (int b = 0; b < A2; ++b) to[a][b] = from[a][b];
 
 // Unpacked weights (WLAYOUT=0): the offset of each of the TM rows of channel tile kt.
 #define WROW_SETUP(kt) \
@@ -307,7 +310,8 @@ inline void store_tile(__global float *out, __global const float *bias, floatv a
         return;
     }
     for (int i = 0; i < TM && k0 + i < OUT_C; ++i)
-        for (int j = 0; j < TN && p0 + j < NPIX; ++j) o[i * NPIX + j] = LANE(acc, i, j) + bias[k0 + i];
+        for (int j = 0; j < TN && p0 + j < NPIX; ++j)
+            o[i * NPIX + j] = LANE(acc, i, j) + bias[k0 + i];
 }
 
 #define GEMM_ARGS                                                                        \
@@ -397,7 +401,8 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm(GEMM_ARGS) {
                 PRAGMA(unroll) for (int v = 0; v < A2; ++v) w[v] = a_tile[kk][ly * A2 + v];
                 PRAGMA(unroll) for (int j = 0; j < TN; ++j) b[j] = b_tile[kk][lx * TN + j];
                 PRAGMA(unroll) for (int j = 0; j < TN; ++j)
-                    PRAGMA(unroll) for (int v = 0; v < A2; ++v) part[j][v] = FMAC(w[v], b[j], part[j][v]);
+                    PRAGMA(unroll) for (int v = 0; v < A2; ++v)
+                        part[j][v] = FMAC(w[v], b[j], part[j][v]);
             }
             COPY_TILE(acc, part)
             barrier(CLK_LOCAL_MEM_FENCE);

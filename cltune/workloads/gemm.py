@@ -12,6 +12,8 @@ import numpy as np
 import pyopencl as cl
 
 from . import Family, Launch, Param, global_size, local_size, register
+from .gemm_layout import (col_elems, group_dims, is_pointwise, kpad, local_bytes, n_tiles,
+                          pack_weights)
 
 INT_LIMIT = 2**31 - 1  # the kernels index with 32-bit ints
 LAYOUTS = {"oihw": 0, "transposed": 1, "blocked": 2}
@@ -20,7 +22,8 @@ MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 COMMON_PARAMS = (
     Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), 16,
           "register tile rows: output channels per work-item (a multiple of VW)"),
-    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32), 6, "register tile columns: output pixels per work-item"),
+    Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32), 6,
+          "register tile columns: output pixels per work-item"),
     Param("VW", (1, 2, 4, 8), 8, "vector width"),
     Param("VEC_DIM", ("k", "p"), "k",
           "vectors along the output channels (k: TM % VW == 0, B values broadcast) or the pixels "
@@ -29,7 +32,8 @@ COMMON_PARAMS = (
           "weights as given (oihw), or packed once by the host: transposed [RS][C][K] or blocked "
           "[K/TM][RS][C][TM]"),
     Param("LOAD", ("ptr", "vload"), "ptr",
-          "packed weight vectors read by a vector pointer load or vloadN() (ignored for oihw or VW=1)"),
+          "vectors read from global memory (packed weights; VEC_DIM=p: unaligned B rows) by a "
+          "vector pointer load or by vloadN(), a library call on PoCL"),
     Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()"),
     Param("UNROLL_K", (1, 2, 4, 8), 1, "#pragma unroll factor of the reduction (channel) loop"),
     Param("ORDER", ("pk", "kp"), "pk",
@@ -37,7 +41,8 @@ COMMON_PARAMS = (
           "tiles (kp: neighbours share B)"),
     Param("LOCAL", (0, 1), 0,
           "1: work-group tiles of weights and B in __local memory (local size LWS_X x LWS_Y)"),
-    Param("KB", (4, 8, 16, 32, 64, 128), 8, "channels per step of the local-memory tile (LOCAL=1 only)"),
+    Param("KB", (4, 8, 16, 32, 64, 128), 8,
+          "channels per step of the local-memory tile (LOCAL=1 only)"),
     Param("MSUB", (1, 2, 3, 4, 6, 8), 1,
           "channel tiles per work-item sharing one cached block of B (LOCAL=0 only; 1: off)"),
     Param("KC", (8, 16, 32, 64, 128, 256), 64, "channels per reduction block when MSUB > 1"),
@@ -73,7 +78,8 @@ class GemmFamily(Family):
             if n > INT_LIMIT:
                 return f"the {what} has {n} elements: over the kernels' 32-bit index range"
             if device is not None and 4 * n > device.max_alloc_bytes:
-                return f"the {what} needs {4 * n} B > the device's max allocation {device.max_alloc_bytes} B"
+                return (f"the {what} needs {4 * n} B > the device's max allocation "
+                        f"{device.max_alloc_bytes} B")
         return None
 
     def _check_local(self, pr, p, device):
@@ -81,12 +87,13 @@ class GemmFamily(Family):
         if not p["LOCAL"]:
             return None
         if lws[0] < 1 or lws[1] < 1 or lws[2] > 1:
-            return (f"LOCAL=1 tiles a fixed work-group: set LWS_X >= 1 and LWS_Y >= 1 with LWS_Z 0 or 1 "
-                    f"(got {lws[0]}, {lws[1]}, {lws[2]})")
+            return (f"LOCAL=1 tiles a fixed work-group: set LWS_X >= 1 and LWS_Y >= 1 with LWS_Z "
+                    f"0 or 1 (got {lws[0]}, {lws[1]}, {lws[2]})")
         nbytes = local_bytes(p)
         if device is not None:
             if nbytes > device.local_mem_bytes:
-                return f"LOCAL=1 tiles need {nbytes} B of local memory > the device's {device.local_mem_bytes} B"
+                return (f"LOCAL=1 tiles need {nbytes} B of local memory > the device's "
+                        f"{device.local_mem_bytes} B")
             if lws[0] * lws[1] > device.max_work_group_size:
                 return (f"local size {lws[0]}x{lws[1]} > the device's max work-group size "
                         f"{device.max_work_group_size}")
@@ -94,14 +101,15 @@ class GemmFamily(Family):
 
     def defines(self, problem, p):
         pr = problem
-        out = dict(BATCH=pr.batch, IN_C=pr.in_c, IN_H=pr.in_h, IN_W=pr.in_w, OUT_C=pr.out_c, OUT_H=pr.out_h,
-                   OUT_W=pr.out_w, FILTER_H=pr.filter_h, FILTER_W=pr.filter_w, STRIDE_H=pr.stride_h,
-                   STRIDE_W=pr.stride_w, PAD_H=pr.pad_h, PAD_W=pr.pad_w, DILATION_H=pr.dilation_h,
-                   DILATION_W=pr.dilation_w, KPAD=kpad(pr, p), IMPLICIT=int(self.implicit),
-                   TM=p["TM"], TN=p["TN"], VW=p["VW"], WLAYOUT=LAYOUTS[p["WLAYOUT"]],
+        out = dict(BATCH=pr.batch, IN_C=pr.in_c, IN_H=pr.in_h, IN_W=pr.in_w, OUT_C=pr.out_c,
+                   OUT_H=pr.out_h, OUT_W=pr.out_w, FILTER_H=pr.filter_h, FILTER_W=pr.filter_w,
+                   STRIDE_H=pr.stride_h, STRIDE_W=pr.stride_w, PAD_H=pr.pad_h, PAD_W=pr.pad_w,
+                   DILATION_H=pr.dilation_h, DILATION_W=pr.dilation_w, KPAD=kpad(pr, p),
+                   IMPLICIT=int(self.implicit), TM=p["TM"], TN=p["TN"], VW=p["VW"],
+                   VEC_P=int(p["VEC_DIM"] == "p"), WLAYOUT=LAYOUTS[p["WLAYOUT"]],
                    LOAD=int(p["LOAD"] == "vload"), MATH=MATH_CODES[p["MATH"]],
-                   UNROLL_K=p["UNROLL_K"], LOCAL=p["LOCAL"], MSUB=p["MSUB"], KC=p["KC"],
-                   GRID_KP=int(p["ORDER"] == "kp"), COL_TILED=p.get("COL_TILED", 0), VEC_P=int(p["VEC_DIM"] == "p"),
+                   UNROLL_K=p["UNROLL_K"], GRID_KP=int(p["ORDER"] == "kp"), LOCAL=p["LOCAL"],
+                   MSUB=p["MSUB"], KC=p["KC"], COL_TILED=p.get("COL_TILED", 0),
                    B_ALIGNED=int(self.b_aligned(pr, p)),
                    OUT_ALIGNED=int(p["VEC_DIM"] == "p" and (pr.out_h * pr.out_w) % p["VW"] == 0))
         if p["LOCAL"]:
@@ -127,9 +135,8 @@ class GemmFamily(Family):
         else:
             col = cached(bufs, ("col", p["TN"], p["COL_TILED"]),
                          lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * col_elems(pr, p)))
-            ncols = col_cols(pr, p)
             q = pr.in_c * pr.filter_h * pr.filter_w
-            out.append(Launch("im2col", "im2col", [bufs.x, col], (ncols, q, pr.batch), None))
+            out.append(Launch("im2col", "im2col", [bufs.x, col], (pr.out_h, q, pr.batch), None))
         wbuf = cached(bufs, ("weights", p["WLAYOUT"], p["TM"], kpad(pr, p)),
                       lambda: packed_weights(ctx, bufs, pr, p))
         args = [bufs.x, wbuf, bufs.b, bufs.out, src] if self.implicit else \
@@ -141,42 +148,6 @@ class GemmFamily(Family):
         return out
 
 
-def is_pointwise(pr) -> bool:
-    """A 1x1, stride-1, unpadded conv: its B matrix is the input itself."""
-    return (pr.filter_h, pr.filter_w, pr.stride_h, pr.stride_w, pr.pad_h, pr.pad_w) == (1, 1, 1, 1, 0, 0)
-
-
-def n_tiles(n: int, tile: int) -> int:
-    return -(-n // tile)
-
-
-def kpad(pr, p) -> int:
-    """Output channels of the packed weights: every channel tile the GEMM's grid reaches."""
-    tiles = n_tiles(pr.out_c, p["TM"])
-    group = group_dims(p)[1] if p["LOCAL"] else p["MSUB"]
-    tiles = n_tiles(tiles, group) * group
-    return tiles * p["TM"]
-
-
-def group_dims(p) -> tuple[int, int]:
-    """(work-items along the pixel tiles, along the channel tiles) of a LOCAL=1 work-group."""
-    return (p["LWS_Y"], p["LWS_X"]) if p["ORDER"] == "kp" else (p["LWS_X"], p["LWS_Y"])
-
-
-def local_bytes(p) -> int:
-    lx, ly = group_dims(p)
-    return 4 * p["KB"] * (ly * p["TM"] + lx * p["TN"])
-
-
-def col_cols(pr, p) -> int:
-    npix = pr.out_h * pr.out_w
-    return n_tiles(npix, p["TN"]) * p["TN"] if p.get("COL_TILED") else npix
-
-
-def col_elems(pr, p) -> int:
-    return pr.batch * pr.in_c * pr.filter_h * pr.filter_w * col_cols(pr, p)
-
-
 def cached(bufs, key, make):
     if key not in bufs.cache:
         bufs.cache[key] = make()
@@ -186,19 +157,6 @@ def cached(bufs, key, make):
 def zeros_buffer(ctx, n: int):
     return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                      hostbuf=np.zeros(max(1, n), np.float32))
-
-
-def pack_weights(w: np.ndarray, layout: str, tm: int, kp: int) -> np.ndarray:
-    """[K][C][R][S] -> the layout gemm.cl reads: transposed [RS][C][KPAD] or blocked
-    [KPAD/TM][RS][C][TM]; channels past K are zeros."""
-    k, c, r, s = w.shape
-    if layout == "oihw":
-        return np.ascontiguousarray(w, dtype=np.float32)
-    padded = np.zeros((kp, c, r * s), np.float32)
-    padded[:k] = w.reshape(k, c, r * s)
-    if layout == "transposed":
-        return np.ascontiguousarray(padded.transpose(2, 1, 0))
-    return np.ascontiguousarray(padded.reshape(kp // tm, tm, c, r * s).transpose(0, 3, 2, 1))
 
 
 def packed_weights(ctx, bufs, pr, p):
