@@ -31,6 +31,8 @@
 //              LX (pixel dimension) x LY (channel dimension), from LWS_X/LWS_Y (VEC_P=0 only)
 //   GRID_KP    0: pixel tiles in global dimension 0 (consecutive work-items share weights);
 //              1: channel tiles in dimension 0 (consecutive work-items share B)
+//   IN_NHWC    (IMPLICIT=1) 1: B is gathered from an NHWC copy of the input (nhwc.cl), so the
+//              channel loop walks each pixel's channels contiguously; 0: from the NCHW input
 //   COL_TILED  (IMPLICIT=0) 1: the im2col matrix is stored per pixel tile [NT][Q][TN], so a
 //              work-item's B panel is contiguous; 0: row-major [Q][P]
 
@@ -79,6 +81,9 @@
 #endif
 #ifndef GRID_KP
 #define GRID_KP 0
+#endif
+#ifndef IN_NHWC
+#define IN_NHWC 0
 #endif
 
 // Which global dimension walks the pixel tiles and which the channel tiles: consecutive
@@ -162,10 +167,19 @@ inline floatv wvec_rows(__global const float *p, const int *wrow, const int v) {
 }
 
 // Where pixel j of this work-item reads B for tap rs (channel 0); consecutive channels lie BSTEP
-// floats apart. Padding taps of the implicit GEMM point at the zero buffer, which is as long as
-// one image of the input, so stepping through it reads zeros.
-#if IMPLICIT
+// floats apart (the implicit GEMM reads the NCHW input, or its NHWC copy when IN_NHWC). Padding
+// taps point at the zero buffer, as long as one image of the input, so stepping through it reads
+// zeros.
+#if IMPLICIT && IN_NHWC
+#define BSTEP 1
+#define PIXEL_STEP IN_C
+#define IMAGE_STEP (HW * IN_C)
+#elif IMPLICIT
 #define BSTEP HW
+#define PIXEL_STEP 1
+#define IMAGE_STEP (IN_C * HW)
+#endif
+#if IMPLICIT
 inline __global const float *b_ptr(__global const float *img, __global const float *zeros,
                                    const int oh, const int ow, const int rs) {
     const int r = rs / FILTER_W, s = rs % FILTER_W;
@@ -178,9 +192,9 @@ inline __global const float *b_ptr(__global const float *img, __global const flo
 #if PAD_W
     ok = ok && iw >= 0 && iw < IN_W;
 #endif
-    return ok ? img + ih * IN_W + iw : zeros;
+    return ok ? img + (ih * IN_W + iw) * PIXEL_STEP : zeros;
 }
-#define B_PTR(j, rs) b_ptr(src + n * IN_C * HW, zeros, pix[j] / OUT_W, pix[j] % OUT_W, (rs))
+#define B_PTR(j, rs) b_ptr(src + n * IMAGE_STEP, zeros, pix[j] / OUT_W, pix[j] % OUT_W, (rs))
 #elif COL_TILED
 #define BSTEP TN
 #define B_PTR(j, rs) (src + ((n * NT + IMIN(pt, NT - 1)) * Q + (rs) * IN_C) * TN + (j))

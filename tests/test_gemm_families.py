@@ -53,9 +53,10 @@ SETTINGS = [
 
 
 def family_settings(family: str) -> list[dict]:
-    """SETTINGS, with the im2col matrix row-major (COL_TILED=0) in every other im2col setting."""
+    """SETTINGS, every other one with the family's own knob changed: the im2col matrix row-major
+    (COL_TILED=0), or B gathered from an NHWC copy of the input (IN_LAYOUT=nhwc)."""
     if family == "implicit_gemm":
-        return SETTINGS
+        return [dict(s, IN_LAYOUT=("nchw", "nhwc")[i % 2]) for i, s in enumerate(SETTINGS)]
     return [dict(s, COL_TILED=i % 2) for i, s in enumerate(SETTINGS)]
 
 
@@ -86,12 +87,16 @@ def test_settings_cover_every_knob_value(family):
         assert not missing, f"{family}: {name} never tested with {missing}"
 
 
-def test_im2col_is_a_timed_launch(runner):
-    # im2col runs per inference, so it must be timed with the GEMM, as a part of its own.
+@pytest.mark.parametrize("family, params, parts", [
+    ("im2col_gemm", {}, ["im2col", "gemm"]),
+    ("implicit_gemm", {"IN_LAYOUT": "nhwc"}, ["to_nhwc", "gemm"]),
+])
+def test_input_transforms_are_timed_launches(runner, family, params, parts):
+    # im2col and the NHWC copy run per inference, so they are timed with the GEMM, each a part.
     problem = Problem.from_shapes(**ALL_SHAPES[1])
-    m = runner.measure(problem, Setting.make("x", "im2col_gemm", {}), Timing(warmup=0, repeat=2))
+    m = runner.measure(problem, Setting.make("x", family, params), Timing(warmup=0, repeat=2))
     assert m.status == Status.OK
-    assert [name for name, _ in m.rounds[0].parts] == ["im2col", "gemm"]
+    assert [name for name, _ in m.rounds[0].parts] == parts
 
 
 def test_repacked_weights_and_scratch_are_not_shared_between_tiles(runner):
@@ -99,7 +104,9 @@ def test_repacked_weights_and_scratch_are_not_shared_between_tiles(runner):
     # im2col matrix tiled by TN=6 serve TN=4.
     problem = Problem.from_shapes((1, 6, 7, 9), (20, 6, 3, 3), padding=1)
     for family in FAMILIES:
-        for params in (dict(TM=16, TN=6), dict(TM=8, TN=4), dict(TM=8, TN=4, WLAYOUT="transposed")):
+        for params in (dict(TM=16, TN=6), dict(TM=8, TN=4), dict(TM=8, TN=4, WLAYOUT="transposed"),
+                       dict(TM=8, TN=4, COL_TILED=0) if family == "im2col_gemm" else
+                       dict(TM=8, TN=4, IN_LAYOUT="nhwc")):
             m = runner.measure(problem, Setting.make("x", family, params), QUICK)
             assert m.status == Status.OK, f"{family} {params}: {m.error}"
 

@@ -16,6 +16,7 @@ from .gemm_layout import (col_elems, group_dims, is_pointwise, kpad, local_bytes
                           pack_weights)
 
 INT_LIMIT = 2**31 - 1  # the kernels index with 32-bit ints
+NHWC_BLOCK = 8  # channels and pixels per work-item of nhwc.cl's to_nhwc
 LAYOUTS = {"oihw": 0, "transposed": 1, "blocked": 2}
 MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 
@@ -110,6 +111,7 @@ class GemmFamily(Family):
                    LOAD=int(p["LOAD"] == "vload"), MATH=MATH_CODES[p["MATH"]],
                    UNROLL_K=p["UNROLL_K"], GRID_KP=int(p["ORDER"] == "kp"), LOCAL=p["LOCAL"],
                    MSUB=p["MSUB"], KC=p["KC"], COL_TILED=p.get("COL_TILED", 0),
+                   IN_NHWC=int(p.get("IN_LAYOUT") == "nhwc"), NHWC_BLOCK=NHWC_BLOCK,
                    B_ALIGNED=int(self.b_aligned(pr, p)),
                    OUT_ALIGNED=int(p["VEC_DIM"] == "p" and (pr.out_h * pr.out_w) % p["VW"] == 0))
         if p["LOCAL"]:
@@ -129,9 +131,16 @@ class GemmFamily(Family):
     def launches(self, ctx, queue, problem, p, bufs):
         pr = problem
         out = []
+        image = pr.in_c * pr.in_h * pr.in_w
         if self.implicit:
-            src = cached(bufs, ("zeros", pr.in_c * pr.in_h * pr.in_w),
-                         lambda: zeros_buffer(ctx, pr.in_c * pr.in_h * pr.in_w))
+            zeros = cached(bufs, ("zeros", image), lambda: zeros_buffer(ctx, image))
+            src = bufs.x
+            if p["IN_LAYOUT"] == "nhwc":
+                src = cached(bufs, ("nhwc",), lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE,
+                                                               4 * image * pr.batch))
+                work = (n_tiles(pr.in_h * pr.in_w, NHWC_BLOCK), n_tiles(pr.in_c, NHWC_BLOCK),
+                        pr.batch)
+                out.append(Launch("to_nhwc", "to_nhwc", [bufs.x, src], work, None))
         else:
             col = cached(bufs, ("col", p["TN"], p["COL_TILED"]),
                          lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * col_elems(pr, p)))
@@ -139,7 +148,7 @@ class GemmFamily(Family):
             out.append(Launch("im2col", "im2col", [bufs.x, col], (pr.out_h, q, pr.batch), None))
         wbuf = cached(bufs, ("weights", p["WLAYOUT"], p["TM"], kpad(pr, p)),
                       lambda: packed_weights(ctx, bufs, pr, p))
-        args = [bufs.x, wbuf, bufs.b, bufs.out, src] if self.implicit else \
+        args = [src, wbuf, bufs.b, bufs.out, zeros] if self.implicit else \
             [col, wbuf, bufs.b, bufs.out, bufs.b]
         lws = (p["LWS_X"], p["LWS_Y"], 1) if p["LOCAL"] else local_size(p)
         pix, chan = n_tiles(pr.out_h * pr.out_w, p["TN"]), n_tiles(pr.out_c, p["TM"] * p["MSUB"])
@@ -194,10 +203,16 @@ class ImplicitGemmFamily(GemmFamily):
     implicit = True
 
 
+IMPLICIT_PARAMS = COMMON_PARAMS + (
+    Param("IN_LAYOUT", ("nchw", "nhwc"), "nchw",
+          "gather B from the NCHW input as it is, or from an NHWC copy made by a timed launch "
+          "(each pixel's channels contiguous: the channel loop walks memory in order)"),
+)
+
 register(ImplicitGemmFamily(
     name="implicit_gemm",
-    sources=("gemm.cl",),
-    params=COMMON_PARAMS,
+    sources=("nhwc.cl", "gemm.cl"),
+    params=IMPLICIT_PARAMS,
     named={
         "implicit_gemm_cpu": dict(CPU_TILE),
         "implicit_gemm_1x1_cpu": dict(CPU_TILE, TM=4, TN=16, VEC_DIM="p", ORDER="kp"),
