@@ -35,19 +35,21 @@ LAYERS = {
 }
 
 G4 = "LWS_X=4,LWS_Y=4"
-TUNED = {  # candidates beyond the named settings, from single-thread sweeps on PoCL 3.0 / AVX2
-    "study": [f"implicit_gemm:UNROLL_K=2,{G4}", "implicit_gemm:LWS_X=16"],
-    "r18_64": [f"implicit_gemm:MSUB=4,KC=64,{G4}", f"implicit_gemm:ORDER=kp,{G4}"],
-    "r18_128": [f"implicit_gemm:UNROLL_K=2,{G4}", f"implicit_gemm:MSUB=4,KC=64,{G4}"],
-    "r18_256": [f"implicit_gemm:MSUB=4,KC=64,{G4}", f"implicit_gemm:UNROLL_K=2,{G4}"],
-    "r18_512": [f"implicit_gemm:MSUB=4,KC=64,{G4}", f"implicit_gemm:TN=5,{G4}"],
-    "s2": [f"implicit_gemm:ORDER=kp,{G4}", f"implicit_gemm:MSUB=4,KC=32,{G4}"],
-    "r18_ds": [f"implicit_gemm:ORDER=kp,{G4}", f"implicit_gemm:MSUB=4,KC=64,{G4}"],
+NHWC = "IN_LAYOUT=nhwc"
+TUNED = {  # beyond the named settings: the winners of single-thread sweeps (PoCL 3.0, AVX2)
+    "study": [f"implicit_gemm:TM=24,TN=4,{NHWC},{G4}", f"implicit_gemm:UNROLL_K=2,{G4}"],
+    "r18_64": [f"implicit_gemm:MSUB=4,KC=64,{NHWC},{G4}", f"implicit_gemm:ORDER=kp,{G4}"],
+    "r18_128": [f"implicit_gemm:MSUB=4,KC=64,{G4}", f"implicit_gemm:TN=5,{G4}"],
+    "r18_256": [f"implicit_gemm:TN=5,ORDER=kp,{NHWC},{G4}", f"implicit_gemm:UNROLL_K=2,{G4}"],
+    "r18_512": [f"implicit_gemm:ORDER=kp,{NHWC},{G4}", f"implicit_gemm:TN=5,ORDER=kp,{NHWC},{G4}"],
+    "s2": [f"implicit_gemm:ORDER=kp,{NHWC},{G4}", f"implicit_gemm:MSUB=4,KC=64,{NHWC},{G4}"],
+    "r18_ds": [f"implicit_gemm:UNROLL_K=2,{G4}", f"implicit_gemm:ORDER=kp,{G4}"],
     "pw_32": [f"implicit_gemm:TM=8,TN=8,VEC_DIM=p,ORDER=kp,{G4}"],
-    "pw_128": [f"implicit_gemm:TM=6,TN=16,VEC_DIM=p,ORDER=kp,{G4}"],
-    "pw_256": [f"implicit_gemm:TM=6,TN=16,VEC_DIM=p,ORDER=kp,{G4}"],
-    "pw_512": [f"implicit_gemm:MSUB=4,KC=64,{G4}", f"implicit_gemm:TM=24,TN=4,{G4}"],
-    "pw_1024": [f"implicit_gemm:MSUB=4,KC=64,{G4}", f"implicit_gemm:TM=24,TN=4,{G4}"],
+    "pw_128": [f"implicit_gemm:TM=6,TN=16,VEC_DIM=p,ORDER=kp,{G4}",
+               f"implicit_gemm:UNROLL_K=2,{G4}"],
+    "pw_256": [f"implicit_gemm:TM=24,TN=4,ORDER=kp,{G4}", f"implicit_gemm:TM=24,TN=4,{G4}"],
+    "pw_512": [f"implicit_gemm:ORDER=kp,{NHWC},{G4}", f"implicit_gemm:MSUB=4,KC=64,{NHWC},{G4}"],
+    "pw_1024": [f"implicit_gemm:TN=5,{NHWC},{G4}", f"implicit_gemm:MSUB=4,KC=64,{NHWC},{G4}"],
 }
 
 

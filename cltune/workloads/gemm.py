@@ -184,7 +184,8 @@ IM2COL_PARAMS = COMMON_PARAMS + (
 # weights packed so each step reads 64 contiguous bytes; 4 x 4 work-groups give PoCL's threads many
 # groups to balance (its own choice made as few as 2). Mali T860: 128-bit vectors (float4), a
 # smaller tile, the driver's local size. The 1x1 setting keeps vectors along the pixels, which a
-# 1x1 conv reads as rows, and lets neighbouring work-items share them.
+# 1x1 conv reads as rows, and lets neighbouring work-items share them; the nhwc one pays a timed
+# NHWC copy of the input so the channel loop walks memory in order (large input planes gain most).
 CPU_TILE = {"TM": 16, "TN": 6, "VW": 8, "WLAYOUT": "blocked", "LWS_X": 4, "LWS_Y": 4}
 MALI_TILE = {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"}
 
@@ -215,6 +216,7 @@ register(ImplicitGemmFamily(
     params=IMPLICIT_PARAMS,
     named={
         "implicit_gemm_cpu": dict(CPU_TILE),
+        "implicit_gemm_nhwc_cpu": dict(CPU_TILE, IN_LAYOUT="nhwc"),
         "implicit_gemm_1x1_cpu": dict(CPU_TILE, TM=4, TN=16, VEC_DIM="p", ORDER="kp"),
         "implicit_gemm_mali": dict(MALI_TILE),
     },
