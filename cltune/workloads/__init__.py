@@ -181,4 +181,4 @@ BUILTIN_ORDER = ("conv2d", "direct", "im2col_gemm", "implicit_gemm", "winograd",
 
 
 def _load_builtin() -> None:
-    from . import conv2d, direct  # noqa: F401  (register themselves)
+    from . import conv2d, direct, gemm  # noqa: F401  (register themselves)
