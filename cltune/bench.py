@@ -93,9 +93,11 @@ def best_per_family(csv_path: Path) -> dict[str, dict]:
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
     spaces = tuple(s for s in cfg.spaces if s.valid_settings(problem))
-    if not spaces:
+    if not spaces and not cfg.settings:
         return {}
-    layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, settings=(), baseline=None,
+    # The config's [[setting]]s (e.g. each family's built-in settings) are measured as well, so the
+    # search starts from known good points.
+    layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, baseline=None,
                         spaces=spaces, layers=())
     path = out_dir / f"{layer_cfg.name}.csv"
     tune.run(layer_cfg, replace(opts, out=None if opts.resume else path, rerank=0,
