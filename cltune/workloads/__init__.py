@@ -145,4 +145,4 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
 
 
 def _load_builtin() -> None:
-    from . import conv2d  # noqa: F401  (registers itself)
+    from . import conv2d, depthwise  # noqa: F401  (register themselves)
