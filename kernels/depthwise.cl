@@ -28,7 +28,7 @@
 // Element-wise stores: LLVM merges them into one vector store (vstoreN is a call in PoCL 3.0).
 #define PUT(p, v, i) (p)[i] = (v).s##i;
 #if VEC == 1
-#define VSTORE(v, p) (*(p) = (v))
+#define VSTORE(v, p) *(p) = (v);
 #elif VEC == 2
 #define VSTORE(v, p) PUT(p, v, 0) PUT(p, v, 1)
 #elif VEC == 4

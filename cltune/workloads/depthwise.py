@@ -32,6 +32,8 @@ def padded_size(problem, p) -> tuple[int, int]:
 
 
 class DepthwiseFamily(Family):
+    standard = False  # computes groups == in_c only
+
     def check(self, problem, p, device):
         if problem.groups != problem.in_c:
             return f"the depthwise family needs groups == in_c ({problem.in_c}), got groups={problem.groups}"
