@@ -154,7 +154,7 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
 
 
 def _load_builtin() -> None:
-    from . import conv2d, depthwise  # noqa: F401  (register themselves)
+    from . import conv2d, depthwise, winograd  # noqa: F401  (register themselves)
     from .diagonalwise import wrap_standard_families
 
     wrap_standard_families()  # keep last: wraps every standard family imported above
