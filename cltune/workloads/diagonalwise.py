@@ -88,7 +88,11 @@ def wrap(inner: Family) -> DiagonalwiseFamily:
 
 
 def wrap_standard_families() -> None:
-    """Register `diagonalwise_F` for every standard family F registered so far (idempotent)."""
+    """Register `diagonalwise_F` for every standard family F registered so far (idempotent), and
+    drop the wrappers of families since unregistered or replaced (tests register temporary ones)."""
+    for wrapper in [f for f in FAMILIES.values() if isinstance(f, DiagonalwiseFamily)]:
+        if FAMILIES.get(wrapper.inner.name) is not wrapper.inner:
+            del FAMILIES[wrapper.name]
     for family in list(FAMILIES.values()):
         if family.standard and PREFIX + family.name not in FAMILIES:
             register(wrap(family))
