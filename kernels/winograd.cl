@@ -22,25 +22,43 @@
 
 #if VW == 1
 #define VT float
+#define IVT int
+#define LANES 0
+#define GATHER(p, i) (p)[i]
+#define LANE_STORE(dst, v, j) (dst) = (v)
 #else
 #define VT CAT(float, VW)
+#define IVT CAT(int, VW)
+#define LANE_STORE(dst, v, j) (dst) = (v)[j]
+#endif
+#if VW == 2
+#define LANES (int2)(0, 1)
+#define GATHER(p, i) (float2)((p)[(i).s0], (p)[(i).s1])
+#elif VW == 4
+#define LANES (int4)(0, 1, 2, 3)
+#define GATHER(p, i) (float4)((p)[(i).s0], (p)[(i).s1], (p)[(i).s2], (p)[(i).s3])
+#elif VW == 8
+#define LANES (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define GATHER(p, i) \
+    (float8)((p)[(i).s0], (p)[(i).s1], (p)[(i).s2], (p)[(i).s3], (p)[(i).s4], (p)[(i).s5], (p)[(i).s6], (p)[(i).s7])
 #endif
 
-// The 1D transforms, on elements s apart (s = 1: a row; s = ALPHA: a column).
+// The 1D transforms, on elements s apart (s = 1: a row; s = ALPHA: a column); each lane of a VT
+// is one tile, so the transform kernels work on VW tiles at once.
 #if TILE == 2
-INLINE void bt_1d(const float *d, float *t, const int s) {
+INLINE void bt_1d(const VT *d, VT *t, const int s) {
     t[0] = d[0] - d[2 * s];
     t[s] = d[s] + d[2 * s];
     t[2 * s] = d[2 * s] - d[s];
     t[3 * s] = d[s] - d[3 * s];
 }
-INLINE void at_1d(const float *m, float *y, const int s, const int sy) {
+INLINE void at_1d(const VT *m, VT *y, const int s, const int sy) {
     y[0] = m[0] + m[s] + m[2 * s];
     y[sy] = m[s] - m[2 * s] - m[3 * s];
 }
 #elif TILE == 4
-INLINE void bt_1d(const float *d, float *t, const int s) {
-    const float d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+INLINE void bt_1d(const VT *d, VT *t, const int s) {
+    const VT d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
     t[0] = 4.0f * d0 - 5.0f * d2 + d4;
     t[s] = (d3 + d4) - 4.0f * (d1 + d2);
     t[2 * s] = (d4 - d3) + 4.0f * (d1 - d2);
@@ -48,8 +66,8 @@ INLINE void bt_1d(const float *d, float *t, const int s) {
     t[4 * s] = (d4 - d2) - 2.0f * (d3 - d1);
     t[5 * s] = 4.0f * d1 - 5.0f * d3 + d5;
 }
-INLINE void at_1d(const float *m, float *y, const int s, const int sy) {
-    const float m0 = m[0], m1 = m[s], m2 = m[2 * s], m3 = m[3 * s], m4 = m[4 * s], m5 = m[5 * s];
+INLINE void at_1d(const VT *m, VT *y, const int s, const int sy) {
+    const VT m0 = m[0], m1 = m[s], m2 = m[2 * s], m3 = m[3 * s], m4 = m[4 * s], m5 = m[5 * s];
     y[0] = m0 + m1 + m2 + m3 + m4;
     y[sy] = (m1 - m2) + 2.0f * (m3 - m4);
     y[2 * sy] = (m1 + m2) + 4.0f * (m3 + m4);
@@ -59,47 +77,51 @@ INLINE void at_1d(const float *m, float *y, const int s, const int sy) {
 #error "TILE must be 2 or 4"
 #endif
 
-// Global size (P_PAD, IN_C): tile p of channel c -> V[.][p / TN][c][p % TN]; padding tiles get 0.
+// Global size (P_PAD / VW, IN_C): tiles p0 .. p0 + VW - 1 of channel c, one per lane (any tile
+// row or image), -> V[.][p0 / TN][c][p0 % TN ..]: one vector store per element; padding tiles get 0.
 __kernel void winograd_input(__global const float *restrict in, __global float *restrict V) {
-    const int p = get_global_id(0), c = get_global_id(1);
-    if (p >= P_PAD || c >= IN_C) return;
-    float d[AA], t[AA];
-    if (p < P) {
-        const int n = p / (TILES_H * TILES_W), tt = p % (TILES_H * TILES_W);
-        const int y0 = (tt / TILES_W) * TILE - PH, x0 = (tt % TILES_W) * TILE - PW;
-        __global const float *src = in + (n * IN_C + c) * (IN_H * IN_W);
-        const bool inside = y0 >= 0 && y0 + ALPHA <= IN_H && x0 >= 0 && x0 + ALPHA <= IN_W;
-        _Pragma("unroll") for (int a = 0; a < ALPHA; ++a)
-            _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) {
-                const int y = y0 + a, x = x0 + b;
-                d[a * ALPHA + b] = inside || (y >= 0 && y < IN_H && x >= 0 && x < IN_W)
-                                       ? src[y * IN_W + x] : 0.0f;
-            }
-        _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) bt_1d(d + b, t + b, ALPHA);  // t = B^T d
-        _Pragma("unroll") for (int a = 0; a < ALPHA; ++a) bt_1d(t + a * ALPHA, d + a * ALPHA, 1);  // d = t B
-    } else {
-        _Pragma("unroll") for (int i = 0; i < AA; ++i) d[i] = 0.0f;
-    }
-    __global float *dst = V + ((p / TN) * IN_C + c) * TN + p % TN;
-    _Pragma("unroll") for (int i = 0; i < AA; ++i) dst[i * (P_PAD * IN_C)] = d[i];
+    const int p0 = get_global_id(0) * VW, c = get_global_id(1);
+    if (p0 >= P_PAD || c >= IN_C) return;
+    const IVT p = p0 + LANES, q = min(p, P - 1);
+    const IVT n = q / (TILES_H * TILES_W), tt = q % (TILES_H * TILES_W);
+    const IVT y0 = (tt / TILES_W) * TILE - PH, x0 = (tt % TILES_W) * TILE - PW;
+    const IVT base = (n * IN_C + c) * (IN_H * IN_W);
+    VT d[AA], t[AA];
+    _Pragma("unroll") for (int a = 0; a < ALPHA; ++a)
+        _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) {
+            const IVT y = y0 + a, x = x0 + b;
+            const IVT ok = p < P && y >= 0 && y < IN_H && x >= 0 && x < IN_W;
+            const IVT at = base + clamp(y, 0, IN_H - 1) * IN_W + clamp(x, 0, IN_W - 1);
+            d[a * ALPHA + b] = select((VT)0.0f, GATHER(in, at), ok);
+        }
+    _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) bt_1d(d + b, t + b, ALPHA);  // t = B^T d
+    _Pragma("unroll") for (int a = 0; a < ALPHA; ++a) bt_1d(t + a * ALPHA, d + a * ALPHA, 1);  // d = t B
+    __global VT *dst = (__global VT *)(V + ((p0 / TN) * IN_C + c) * TN + p0 % TN);
+    _Pragma("unroll") for (int i = 0; i < AA; ++i) dst[i * (P_PAD * IN_C / VW)] = d[i];
 }
 
-// Global size (P, OUT_C): Y = A^T M A of tile p, output channel k, plus bias, cropped to the output.
+// Global size (P_PAD / VW, OUT_C): Y = A^T M A of tiles p0 .. p0 + VW - 1 (one per lane), output
+// channel k, plus bias, cropped to the output.
 __kernel void winograd_output(__global const float *restrict M, __global const float *restrict bias,
                               __global float *restrict out) {
-    const int p = get_global_id(0), k = get_global_id(1);
-    if (p >= P || k >= OUT_C) return;
-    float m[AA], t[TILE * ALPHA], y[TILE * TILE];
-    _Pragma("unroll") for (int i = 0; i < AA; ++i) m[i] = M[(i * K_PAD + k) * P_PAD + p];
+    const int p0 = get_global_id(0) * VW, k = get_global_id(1);
+    if (p0 >= P || k >= OUT_C) return;
+    VT m[AA], t[TILE * ALPHA], y[TILE * TILE];
+    _Pragma("unroll") for (int i = 0; i < AA; ++i)
+        m[i] = *(__global const VT *)(M + (i * K_PAD + k) * P_PAD + p0);
     _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) at_1d(m + b, t + b, ALPHA, ALPHA);  // t = A^T m
     _Pragma("unroll") for (int a = 0; a < TILE; ++a) at_1d(t + a * ALPHA, y + a * TILE, 1, 1);  // y = t A
-    const int n = p / (TILES_H * TILES_W), tt = p % (TILES_H * TILES_W);
-    const int oy = (tt / TILES_W) * TILE, ox = (tt % TILES_W) * TILE;
     const float b = HAS_BIAS ? bias[k] : 0.0f;
-    __global float *dst = out + (n * OUT_C + k) * (OUT_H * OUT_W);
-    _Pragma("unroll") for (int a = 0; a < TILE; ++a)
-        _Pragma("unroll") for (int i = 0; i < TILE; ++i)
-            if (oy + a < OUT_H && ox + i < OUT_W) dst[(oy + a) * OUT_W + ox + i] = y[a * TILE + i] + b;
+    _Pragma("unroll") for (int j = 0; j < VW; ++j) {
+        const int p = p0 + j;
+        if (p >= P) break;
+        const int n = p / (TILES_H * TILES_W), tt = p % (TILES_H * TILES_W);
+        const int oy = (tt / TILES_W) * TILE, ox = (tt % TILES_W) * TILE;
+        __global float *dst = out + (n * OUT_C + k) * (OUT_H * OUT_W) + oy * OUT_W + ox;
+        _Pragma("unroll") for (int a = 0; a < TILE; ++a)
+            _Pragma("unroll") for (int i = 0; i < TILE; ++i)
+                if (oy + a < OUT_H && ox + i < OUT_W) LANE_STORE(dst[a * OUT_W + i], y[a * TILE + i] + b, j);
+    }
 }
 
 // acc[i][j] += u[i] * v[j] for one channel: TM broadcasts times TN / VW vectors.

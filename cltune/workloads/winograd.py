@@ -148,9 +148,10 @@ class WinogradFamily(Family):
         lws = local_size(p)
         gemm = (s["P_PAD"] // p["TN"], s["K_PAD"] // p["TM"], aa)
         return [
-            Launch("input", "winograd_input", [bufs.x, v], (s["P_PAD"], pr.in_c), None),
+            Launch("input", "winograd_input", [bufs.x, v], (s["P_PAD"] // p["VW"], pr.in_c), None),
             Launch("gemm", "winograd_gemm", [bufs.cache[key], v, m], global_size(gemm, lws), lws),
-            Launch("output", "winograd_output", [m, bufs.b, bufs.out], (s["P"], pr.out_c), None),
+            Launch("output", "winograd_output", [m, bufs.b, bufs.out],
+                   (-(-s["P"] // p["VW"]), pr.out_c), None),
         ]
 
 
@@ -170,7 +171,8 @@ register(WinogradFamily(
         Param("TILE", (2, 4), 2, "outputs per tile side: F(2x2,3x3) or F(4x4,3x3)"),
         Param("TM", (1, 2, 4, 8), 4, "GEMM register tile: output channels per work-item"),
         Param("TN", (4, 8, 16, 32), 8, "GEMM register tile: tiles (columns) per work-item"),
-        Param("VW", (1, 2, 4, 8), 4, "GEMM vector width along the columns (divides TN)"),
+        Param("VW", (1, 2, 4, 8), 4,
+              "vector width along the tiles: GEMM columns, and tiles per transform work-item (divides TN)"),
         Param("UNROLL_C", (1, 2, 4, 8), 1, "#pragma unroll count of the GEMM's channel loop"),
         Param("LOCAL", (0, 1), 0, "1: U and V staged in local memory, TC channels at a time"),
         Param("TC", (4, 8, 16, 32), 8, "channels per local-memory stage (LOCAL=1)"),
