@@ -28,7 +28,7 @@ AT = {
                  [0, 1, -1, 8, -8, 1]], float),
 }
 NAMED = {
-    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 8, "VW": 8, "UNROLL_C": 4},
+    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 16, "VW": 8, "UNROLL_C": 4},
     "winograd4x4": {"TILE": 4, "TM": 4, "TN": 16, "VW": 8, "UNROLL_C": 4},
     "winograd4x4_mali": {"TILE": 4, "TM": 4, "TN": 4, "VW": 4, "UNROLL_C": 2},
 }
