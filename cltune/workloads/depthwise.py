@@ -80,7 +80,7 @@ register(DepthwiseFamily(
         Param("ROWS", (1, 2, 3, 4, 6, 8), 1, "output rows per work-item (shared input rows load once)"),
         Param("KPER", (1, 2, 3, 4), 1, "output channels per work-item reading one input channel"),
         Param("PAD", (0, 1, 2), 0,
-              "0: every load checked; 1: unchecked path for tiles inside the input; 2: zero-padded copy (timed)"),
+              "0: every load checked; 1: rows checked, columns only in edge tiles; 2: zero-padded copy (timed)"),
         Param("LOAD", (0, 1, 2), 0,
               "0: vectors from scalar loads; 1: vloadN; 2: stride 2 as contiguous loads keeping .even"),
         Param("UNROLL", (0, 1), 1, "1: #pragma unroll on the row and tap loops"),
