@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from .api import conv2d, settings  # noqa: E402
+from .api import best_setting, conv2d, settings  # noqa: E402
 
-__all__ = ["__version__", "conv2d", "settings"]
+__all__ = ["__version__", "best_setting", "conv2d", "settings"]

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import re
-import sys
-import time
 import warnings
-from datetime import datetime
-from pathlib import Path
 
 import click
 
 from . import __version__
 from .errors import UserError
+from .strategies import STRATEGIES as STRATEGY_NAMES
 
 STATUS_WIDTH = 12
 
@@ -74,23 +70,25 @@ def devices():
 def settings_cmd(config):
     """List a config's settings and their -D options (default: the study config)."""
     from . import config as cfgmod
-    from .measure import build_options
     from .workloads import get_family
 
     cfg = cfgmod.load(config)
     click.echo(f"{cfg.name}: {cfg.problem.describe()}")
-    width = max(len(s.name) for s in cfg.settings)
+    width = max([len(s.name) for s in cfg.settings] + [8])
     for s in cfg.settings:
         family = get_family(s.family)
         p = family.resolve(s.values)
-        opts = " ".join(build_options(family.defines(cfg.problem, p)))
-        reason = family.check(cfg.problem, p, None)
+        opts = " ".join(family.options(cfg.problem, p))
+        reason = family.reject_reason(cfg.problem, p, None)
         extra = f"  [invalid: {reason}]" if reason else ""
         click.echo(f"{s.name:<{width}}  {s.family}  {opts}{extra}")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40]
+    for space in cfg.spaces:
+        valid = len(space.valid_settings(cfg.problem))
+        click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        for name, values in space.params:
+            click.echo(f"    {name} = {list(values)}")
+        for name, expr in space.constraints:
+            click.echo(f"    constraint {name}: {expr.text}")
 
 
 def _line(row: dict, width: int) -> str:
@@ -114,53 +112,70 @@ def _line(row: dict, width: int) -> str:
 @click.argument("config", required=False)
 @device_option
 @click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches per setting.")
-@click.option("--repeat", type=click.IntRange(min=1), default=None, help="Timed launches per setting.")
+@click.option("--repeat", type=click.IntRange(min=1), default=None, help="Timed launches per setting (at least).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Results CSV (default: results/<config>_<device>_<time>.csv).")
-def sweep(config, device, warmup, repeat, out):
-    """Measure every setting of CONFIG (default: the Mali T860 study) and write a CSV."""
-    from dataclasses import replace
-
+@click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None,
+              help="Search strategy for the config's [[space]]s (default: the config's, else exhaustive).")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings measured per space.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds of search per space.")
+@click.option("--seed", type=int, default=None, help="Seed of the inputs and of random/TPE search.")
+@click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Append to this results file, measuring only the settings it does not hold yet.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds one setting may take before its worker is killed "
+                   "(default: 10x the baseline's time, at least 60).")
+@click.option("--no-isolation", is_flag=True, help="Measure in this process (debugging; a crash ends the sweep).")
+@click.option("--rerank", type=click.IntRange(min=0), default=None,
+              help="Re-measure the best N settings interleaved at the end (default: the config's, 3).")
+def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, timeout,
+          no_isolation, rerank):
+    """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from . import config as cfgmod
-    from . import results
-    from .measure import Runner
-    from .sweep import sweep as run_sweep
+    from . import tune
 
+    if out and resume:
+        raise UserError("--out and --resume both name the results file; give one")
     cfg = cfgmod.load(config)
-    timing = cfg.timing
-    if warmup is not None:
-        timing = replace(timing, warmup=warmup)
-    if repeat is not None:
-        timing = replace(timing, repeat=repeat, max_repeat=max(repeat, timing.max_repeat))
-    runner = Runner(device, rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed)
-    info = runner.info
-    if out is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("results") / f"{cfg.name}_{_slug(info.name)}_{stamp}.csv"
-    click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
-               f"{info.compute_units} compute units, {info.max_clock_mhz} MHz)")
-    click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
-    width = max(len(s.name) for s in cfg.settings)
-    click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-               f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians of {timing.repeat})")
-    n, t0 = len(cfg.settings), time.perf_counter()
-    done = []
-    with results.ResultsFile(out) as sink:
-        results.save_device_info(out, info)
+    opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
+                        time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
+                        timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank)
+    backend = tune.open_backend(cfg, opts)
+    try:
+        info = backend.info
+        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
+                   f"{info.compute_units} compute units, {info.max_clock_mhz} MHz)")
+        click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
+        names = [s.name for s in cfg.settings]
+        width = max([len(n) for n in names] + [24])
+        click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
+                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)")
+        phase = ["search"]
 
-        def on_result(m):
-            row = results.to_row(m, info, cfg.problem, cfg.name, timing.noisy_cv)
-            sink.append(row)
-            done.append(row)
-            eta = (time.perf_counter() - t0) / len(done) * (n - len(done))
+        def on_row(row):
+            if row["phase"] != phase[0]:
+                phase[0] = row["phase"]
+                click.echo(f"-- {phase[0]}: the best settings again, measured interleaved --")
             click.echo(_line(row, width))
-            if sys.stderr.isatty():
-                click.echo(f"  [{len(done)}/{n}] eta {eta:.0f} s", err=True)
 
-        run_sweep(cfg.settings, lambda s: runner.measure(cfg.problem, s, timing), on_result)
-    failed = [r["setting"] for r in done if r["status"] != "ok"]
-    click.echo(f"wrote {out} ({len(done)} settings, {len(failed)} not ok"
-               + (f": {', '.join(failed)}" if failed else "") + ")")
+        result = tune.run(cfg, opts, on_row, backend=backend)
+    finally:
+        backend.close()
+    _print_outcome(result, cfg)
+
+
+def _print_outcome(result, cfg) -> None:
+    failed = [r["setting"] for r in result.rows if r["status"] != "ok" and r["phase"] == "search"]
+    if result.ranking:
+        best = result.ranking[0]
+        speedup = ""
+        if result.baseline_ms:
+            speedup = f", {result.baseline_ms / best['run_ms_median']:.2f}x the baseline {cfg.baseline}"
+        click.echo(f"best: {best['setting']} {best['run_ms_median']:.3f} ms{speedup}")
+    shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
+    click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
+               + (f": {shown}" if failed else "") + ")")
 
 
 @main.command()
@@ -180,3 +195,58 @@ def show(csv_file, all_columns):
         click.echo(df.to_string(index=False))
     else:
         click.echo(results.format_table(df))
+
+
+@main.command()
+@click.argument("results_files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Database file (default: $CLTUNE_HOME/best.json, ~/.cache/cltune/best.json).")
+def best(results_files, out):
+    """Record the best setting per device and problem from RESULTS files in the best-config database."""
+    from . import best as bestmod
+
+    path, entries = bestmod.update(list(results_files), out)
+    for e in entries:
+        speed = f", {e['speedup']:.2f}x {e['baseline']}" if e["speedup"] else ""
+        click.echo(f"{e['device']}  {e['problem']}: {e['setting']} ({e['family']}) "
+                   f"{e['run_ms']:.3f} ms{speed}")
+    click.echo(f"wrote {path} ({len(entries)} entries)")
+
+
+@main.command()
+@click.argument("config", required=False, default="bench_suite")
+@device_option
+@click.option("--layers", default=None, help="Comma-separated layer names (default: every layer).")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings tuned per family and layer.")
+@click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None)
+@click.option("--rounds", type=click.IntRange(min=1), default=20, help="Interleaved rounds of the final race.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="The race's CSV (default: results/<config>_<time>.csv; tuning files beside it).")
+@click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out.")
+def bench(config, device, layers, budget, strategy, rounds, out, resume):
+    """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
+    from datetime import datetime
+    from pathlib import Path
+
+    from . import bench as benchmod
+    from . import config as cfgmod
+    from . import tune
+
+    cfg = cfgmod.load(config)
+    if not cfg.layers:
+        raise UserError(f"{cfg.path}: a bench suite needs [[layer]] tables")
+    names = {n for n, _, _ in cfg.layers}
+    only = set(layers.split(",")) if layers else None
+    if only and only - names:
+        raise UserError(f"--layers: unknown layer(s) {', '.join(sorted(only - names))}; "
+                        f"known: {', '.join(n for n, _, _ in cfg.layers)}")
+    out = Path(out or f"results/{cfg.name}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
+    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    click.echo(benchmod.format_summary(df))
+    click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
+
+
+from . import cli_report  # noqa: E402,F401

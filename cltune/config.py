@@ -13,16 +13,19 @@ else:  # pragma: no cover
 
 from .errors import UserError
 from .paths import data_dir
-from .problem import Problem
+from .problem import ACTIVATIONS, Problem
 from .records import Timing
-from .space import Setting
+from .space import PROBLEM_NAMES, Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
-TOP_KEYS = {"name", "description", "problem", "run", "setting"}
-PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias"}
+TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"}
+PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
-            "baseline"}
+            "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
 SETTING_KEYS = {"name", "family", "params"}
+SPACE_KEYS = {"family", "params", "constraints"}
+LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
+LAYER_KINDS = ("dense", "depthwise")
 DEFAULT_FAMILY = "conv2d"
 
 
@@ -38,6 +41,14 @@ class Config:
     seed: int = 0
     baseline: str | None = None
     description: str = ""
+    spaces: tuple[Space, ...] = ()
+    strategy: str = "exhaustive"
+    budget: int | None = None  # settings per space
+    time_limit_s: float | None = None  # seconds per space
+    rerank: int = 3  # the top settings re-measured interleaved at the end
+    rerank_repeat: int = 10
+    timeout_s: float | None = None  # per setting; None: derived from the baseline's time
+    layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
 
 
 class _Checker:
@@ -113,7 +124,9 @@ def parse(data: dict, path: str = "<config>") -> Config:
     c.unknown(data, TOP_KEYS, "")
     name = c.get(data, "name", str, "", Path(path).stem, lambda v: v.strip() != "", "a non-empty string")
     description = c.get(data, "description", str, "", "", expected="a string")
-    problem = _problem(c, c.get(data, "problem", dict, "", _REQUIRED, expected="a [problem] table"))
+    layers = _layers(c, data)
+    table = c.get(data, "problem", dict, "", None if layers else _REQUIRED, expected="a [problem] table")
+    problem = _problem(c, table) if table is not None else layers[0][2]
     run = c.get(data, "run", dict, "", {}, expected="a [run] table")
     c.unknown(run, RUN_KEYS, "run.")
     pos_int = lambda v: v >= 1  # noqa: E731
@@ -131,48 +144,80 @@ def parse(data: dict, path: str = "<config>") -> Config:
     atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))
     seed = c.get(run, "seed", int, "run.", 0, expected="an int")
     settings = _settings(c, data)
+    spaces = _spaces(c, data)
     names = [s.name for s in settings]
     baseline = c.get(run, "baseline", str, "run.", names[0] if names else None, expected="a setting name")
-    if settings and baseline not in names:
-        c.fail("run.baseline", f"expected the name of a setting ({', '.join(names)}), got {baseline!r}")
-    if not settings:
-        c.fail("setting", "expected at least one [[setting]]")
-    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description)
+    if baseline is not None and baseline not in names:
+        c.fail("run.baseline", f"expected the name of a [[setting]] ({', '.join(names) or 'none defined'}), "
+                               f"got {baseline!r}")
+    if not settings and not spaces:
+        c.fail("setting", "expected at least one [[setting]] or [[space]]")
+    from . import strategies
+
+    strategy = c.get(run, "strategy", str, "run.", "exhaustive", lambda v: v in strategies.STRATEGIES,
+                     f"one of {', '.join(sorted(strategies.STRATEGIES))}")
+    search = dict(
+        spaces=tuple(spaces), strategy=strategy,
+        budget=c.get(run, "budget", int, "run.", None, pos_int, "an int >= 1 (settings per space)"),
+        time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
+        rerank=c.get(run, "rerank", int, "run.", 3, nonneg, "an int >= 0"),
+        rerank_repeat=c.get(run, "rerank_repeat", int, "run.", 10, pos_int, "an int >= 1"),
+        timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
+    )
+    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
+                  **search, layers=tuple(layers))
 
 
-def _problem(c: _Checker, t: dict) -> Problem:
-    c.unknown(t, PROBLEM_KEYS, "problem.")
+def _named(c: _Checker, data: dict, key: str, allowed: set):
+    """(where, table, name) for each [[key]] table, with unknown keys and duplicate names refused."""
+    entries = c.get(data, key, list, "", [], lambda v: all(isinstance(e, dict) for e in v), f"[[{key}]] tables")
+    seen = set()
+    for i, t in enumerate(entries):
+        where = f"{key}[{i}]."
+        c.unknown(t, allowed, where)
+        name = c.get(t, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
+        if name in seen:
+            c.fail(f"{where}name", f"duplicate {key} name {name!r}; names must be unique")
+        seen.add(name)
+        yield where, t, name
+
+
+def _layers(c: _Checker, data: dict) -> list:
+    out = []
+    for where, t, name in _named(c, data, "layer", LAYER_KEYS):
+        kind = c.get(t, "kind", str, where, "dense", lambda v: v in LAYER_KINDS, f"one of {', '.join(LAYER_KINDS)}")
+        out.append((name, kind, _problem(c, {k: v for k, v in t.items() if k not in ("name", "kind")}, where)))
+    return out
+
+
+def _problem(c: _Checker, t: dict, where: str = "problem.") -> Problem:
+    c.unknown(t, PROBLEM_KEYS, where)
     shape = "a list of 4 positive ints"
-    x = c.get(t, "input", list, "problem.", _REQUIRED, _is_shape, shape + " [N, C, H, W]")
-    w = c.get(t, "weight", list, "problem.", _REQUIRED, _is_shape, shape + " [K, C/groups, R, S]")
+    x = c.get(t, "input", list, where, _REQUIRED, _is_shape, shape + " [N, C, H, W]")
+    w = c.get(t, "weight", list, where, _REQUIRED, _is_shape, shape + " [K, C/groups, R, S]")
     pair1 = "an int >= 1 or a pair [h, w]"
-    stride = c.get(t, "stride", (int, list), "problem.", 1, _is_int_or_pair(1), pair1)
-    padding = c.get(t, "padding", (int, list), "problem.", 0, _is_int_or_pair(0), "an int >= 0 or a pair [h, w]")
-    dilation = c.get(t, "dilation", (int, list), "problem.", 1, _is_int_or_pair(1), pair1)
-    groups = c.get(t, "groups", int, "problem.", 1, lambda v: v >= 1, "an int >= 1")
-    bias = c.get(t, "bias", bool, "problem.", True, expected="true or false")
+    stride = c.get(t, "stride", (int, list), where, 1, _is_int_or_pair(1), pair1)
+    padding = c.get(t, "padding", (int, list), where, 0, _is_int_or_pair(0), "an int >= 0 or a pair [h, w]")
+    dilation = c.get(t, "dilation", (int, list), where, 1, _is_int_or_pair(1), pair1)
+    groups = c.get(t, "groups", int, where, 1, lambda v: v >= 1, "an int >= 1")
+    bias = c.get(t, "bias", bool, where, True, expected="true or false")
+    activation = c.get(t, "activation", str, where, "none", lambda v: v in ACTIVATIONS,
+                       f"one of {', '.join(ACTIVATIONS)}")
+    pool = c.get(t, "pool", int, where, 1, lambda v: v in (1, 2), "1 (none) or 2 (2x2 max-pool, stride 2)")
     try:
         return Problem.from_shapes(x, w, tuple(stride) if isinstance(stride, list) else stride,
                                    tuple(padding) if isinstance(padding, list) else padding,
                                    tuple(dilation) if isinstance(dilation, list) else dilation,
-                                   groups, bias)
+                                   groups, bias, activation, pool)
     except ValueError as exc:
-        c.fail("problem", str(exc))
+        c.fail(where.rstrip("."), str(exc))
 
 
 def _settings(c: _Checker, data: dict) -> list[Setting]:
     from .workloads import get_family
 
-    entries = c.get(data, "setting", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
-                    "[[setting]] tables")
-    out, seen = [], set()
-    for i, entry in enumerate(entries):
-        where = f"setting[{i}]."
-        c.unknown(entry, SETTING_KEYS, where)
-        name = c.get(entry, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
-        if name in seen:
-            c.fail(f"{where}name", f"duplicate setting name {name!r}; names must be unique")
-        seen.add(name)
+    out = []
+    for where, entry, name in _named(c, data, "setting", SETTING_KEYS):
         family_name = c.get(entry, "family", str, where, DEFAULT_FAMILY, expected="a kernel family name")
         try:
             family = get_family(family_name)
@@ -184,4 +229,46 @@ def _settings(c: _Checker, data: dict) -> list[Setting]:
         except UserError as exc:
             c.fail(f"{where}params", str(exc))
         out.append(Setting.make(name, family_name, params))
+    return out
+
+
+def _spaces(c: _Checker, data: dict) -> list[Space]:
+    from .expr import ExprError, parse
+    from .workloads import get_family
+
+    entries = c.get(data, "space", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
+                    "[[space]] tables")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"space[{i}]."
+        c.unknown(entry, SPACE_KEYS, where)
+        family_name = c.get(entry, "family", str, where, _REQUIRED, expected="a kernel family name")
+        try:
+            family = get_family(family_name)
+        except UserError as exc:
+            c.fail(f"{where}family", str(exc))
+        table = c.get(entry, "params", dict, where, _REQUIRED, lambda v: len(v) > 0,
+                      "a non-empty table of parameter value lists")
+        params = []
+        for key, values in table.items():
+            if not isinstance(values, list) or not values:
+                c.fail(f"{where}params.{key}", f"expected a non-empty list of values, got {values!r}")
+            if len(set(map(repr, values))) != len(values):
+                c.fail(f"{where}params.{key}", f"expected distinct values, got {values!r}")
+            for v in values:
+                try:
+                    family.resolve({key: v})
+                except UserError as exc:
+                    c.fail(f"{where}params.{key}", str(exc))
+            params.append((key, tuple(values)))
+        known = set(table) | set(PROBLEM_NAMES)
+        constraints = []
+        for cname, text in c.get(entry, "constraints", dict, where, {}, expected="a table of named expressions").items():
+            if not isinstance(text, str):
+                c.fail(f"{where}constraints.{cname}", f"expected an expression string, got {text!r}")
+            try:
+                constraints.append((cname, parse(text, known)))
+            except ExprError as exc:
+                c.fail(f"{where}constraints.{cname}", f"{exc} in {text!r}")
+        out.append(Space(family_name, tuple(params), tuple(constraints)))
     return out

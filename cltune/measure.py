@@ -1,38 +1,21 @@
-"""Measure one setting on one device: check limits, build, verify, warm up, time -> Measurement."""
+"""Measure settings on one device: check limits, build, verify, warm up, time -> Measurement."""
 
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyopencl as cl
 
 from . import device as dev
+from .build import Builder, first_error_line
 from .errors import UserError
 from .problem import Problem, reference_conv2d
 from .records import Measurement, Round, Status, Timing
 from .space import Setting
 from .verify import compare
 from .workloads import get_family
-
-CL_STD = "-cl-std=CL1.2"
-warnings.filterwarnings("ignore", category=cl.CompilerWarning)
-
-
-def first_error_line(exc: BaseException) -> str:
-    """The line of a build log or OpenCL error that says what went wrong."""
-    text = str(exc)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if "error" in ln.lower() and not ln.lower().startswith("clbuildprogram failed"):
-            return ln[:300]
-    return (lines[0] if lines else type(exc).__name__)[:300]
-
-
-def build_options(defines: dict) -> list[str]:
-    return [CL_STD] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
 
 
 @dataclass
@@ -50,14 +33,31 @@ class Buffers:
     cache: dict = field(default_factory=dict)  # families keep repacked weights and scratch here
 
 
+@dataclass
+class Prepared:
+    """A setting ready to launch: its family, values, kernels and launches, or the reason it is not."""
+
+    setting: Setting
+    base: dict
+    family: object = None
+    params: dict | None = None
+    kernels: dict | None = None
+    launches: list | None = None
+    failed: Measurement | None = None
+
+
 class Runner:
     """Owns the device's context and queue, the built programs and the problem's buffers."""
 
-    def __init__(self, device_spec=None, rtol: float = 1e-3, atol: float = 1e-3, seed: int = 0):
+    def __init__(self, device_spec=None, rtol: float = 1e-3, atol: float = 1e-3, seed: int = 0,
+                 prebuild: bool | None = None):
         self.device, self.info = dev.select(device_spec)
         self.ctx, self.queue = dev.open_queue(self.device)
         self.rtol, self.atol, self.seed = rtol, atol, seed
-        self._programs: dict = {}
+        # Building ahead steals CPU from a CPU device's kernels: on by default only on GPUs.
+        self.prebuild = (self.device.type & cl.device_type.CPU) == 0 if prebuild is None else prebuild
+        self.builder = Builder(self.ctx)
+        self.device_ms = 0.0  # kernel run time of every launch so far, from the profiling events
         self._problem: Problem | None = None
         self.bufs: Buffers | None = None
         self.expected: np.ndarray | None = None
@@ -67,6 +67,7 @@ class Runner:
         """Upload inputs (seeded random unless given) and compute the float64 reference once."""
         if inputs is None and problem == self._problem:
             return
+        self._check_fits(problem)
         x, w, b = inputs if inputs is not None else problem.make_inputs(self.seed)
         b = b if b is not None else np.zeros(problem.out_c, np.float32)
         mf = cl.mem_flags
@@ -78,80 +79,57 @@ class Runner:
         self.expected = reference_conv2d(problem, x, w, b if problem.bias else None) if reference else None
         self._problem = problem if inputs is None else None
 
-    # Build ---------------------------------------------------------------------------------------
-    def build(self, family, options: list[str]):
-        """(program, build ms) or raises; a failed build is remembered so it is not retried."""
-        key = (family.name, family.source_hash(), tuple(options))
-        if key not in self._programs:
-            t0 = time.perf_counter()
-            try:
-                prg = cl.Program(self.ctx, family.source()).build(options=options)
-                self._programs[key] = (prg, (time.perf_counter() - t0) * 1e3)
-            except cl.Error as exc:
-                self._programs[key] = (exc, (time.perf_counter() - t0) * 1e3)
-        prg, ms = self._programs[key]
-        if isinstance(prg, Exception):
-            raise prg
-        return prg, ms
+    def _check_fits(self, problem: Problem) -> None:
+        sizes = {"input": problem.input_shape, "weight": problem.weight_shape, "output": problem.output_shape}
+        total = 0
+        for name, shape in sizes.items():
+            nbytes = 4 * int(np.prod(shape))
+            total += nbytes
+            if nbytes > self.info.max_alloc_bytes:
+                raise UserError(f"{name} {list(shape)} needs {nbytes} bytes, more than the device's max "
+                                f"allocation of {self.info.max_alloc_bytes} bytes ({self.info.name})")
+        if total > self.info.global_mem_bytes:
+            raise UserError(f"the problem's buffers need {total} bytes, more than the device's "
+                            f"{self.info.global_mem_bytes} bytes of global memory")
 
-    # Launch --------------------------------------------------------------------------------------
-    def _enqueue(self, kernels: dict, launches) -> list:
-        events = []
-        for launch in launches:
-            k = kernels[launch.kernel]
-            k.set_args(*launch.args)
-            events.append(cl.enqueue_nd_range_kernel(self.queue, k, launch.global_size, launch.local_size))
-        return events
-
-    def _round(self, kernels, launches) -> Round:
-        events = self._enqueue(kernels, launches)
-        for evt in events:
-            evt.wait()
-        return Round.from_events([(launch.part, e.profile.queued, e.profile.submit, e.profile.start,
-                                   e.profile.end) for launch, e in zip(launches, events)])
-
-    def run_once(self, problem: Problem, setting: Setting) -> np.ndarray:
-        """Compute the output with one setting (no verification, no timing): the API's path."""
+    # Preparing a setting -------------------------------------------------------------------------
+    def _prepare(self, problem: Problem, setting: Setting) -> Prepared:
+        """Everything before the first launch; a failure comes back as a finished Measurement."""
         family = get_family(setting.family)
         p = family.resolve(setting.values)
-        reason = family.check(problem, p, self.info)
+        options = family.options(problem, p)
+        prep = Prepared(setting, dict(setting=setting, source_hash=family.source_hash(),
+                                      build_options=" ".join(options)), family, p)
+        reason = family.reject_reason(problem, p, self.info)
         if reason:
-            raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: {reason}")
-        prg, _ = self.build(family, build_options(family.defines(problem, p)))
-        launches = family.launches(self.ctx, self.queue, problem, p, self.bufs)
-        kernels = {name: cl.Kernel(prg, name) for name in {la.kernel for la in launches}}
-        for evt in self._enqueue(kernels, launches):
-            evt.wait()
-        out = np.empty(problem.output_shape, np.float32)
-        cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
-        return out
+            prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)
+            return prep
+        try:
+            prg, prep.base["build_ms"] = self.builder.build(family.source(), options)
+        except cl.Error as exc:
+            prep.failed = Measurement(status=Status.BUILD_ERROR, error=first_error_line(exc), **prep.base)
+            return prep
+        try:
+            prep.launches = family.plan(self.ctx, self.queue, problem, p, self.bufs)
+            prep.kernels = {name: cl.Kernel(prg, name) for name in {la.kernel for la in prep.launches}}
+            reason = self.check_limits(prep.kernels, prep.launches)
+        except cl.Error as exc:
+            reason, status = first_error_line(exc), Status.LAUNCH_ERROR
+        else:
+            status = Status.INVALID
+        if reason:
+            prep.failed = Measurement(status=status, error=reason, **prep.base)
+        return prep
 
-    def measure(self, problem: Problem, setting: Setting, timing: Timing) -> Measurement:
-        """Every failure becomes a Measurement with its status and first error line."""
-        t_start = time.perf_counter()
-        self.load_problem(problem)
-        family = get_family(setting.family)
-        p = family.resolve(setting.values)
-        base = dict(setting=setting, source_hash=family.source_hash())
-        reason = family.check(problem, p, self.info)
-        options = build_options(family.defines(problem, p))
-        base["build_options"] = " ".join(options)
-        if reason:
-            return Measurement(status=Status.INVALID, error=reason, **base)
-        try:
-            prg, build_ms = self.build(family, options)
-        except cl.Error as exc:
-            return Measurement(status=Status.BUILD_ERROR, error=first_error_line(exc), **base)
-        base["build_ms"] = build_ms
-        try:
-            launches = family.launches(self.ctx, self.queue, problem, p, self.bufs)
-            kernels = {name: cl.Kernel(prg, name) for name in {la.kernel for la in launches}}
-            reason = self.check_limits(kernels, launches)
-            if reason:
-                return Measurement(status=Status.INVALID, error=reason, **base)
-            return self._verify_and_time(problem, family, p, kernels, launches, timing, base, t_start)
-        except cl.Error as exc:
-            return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **base)
+    def prefetch(self, problem: Problem, settings) -> None:
+        """Start building upcoming settings in the background (when prebuild is on)."""
+        if not self.prebuild:
+            return
+        for s in settings:
+            family = get_family(s.family)
+            p = family.resolve(s.values)
+            if family.reject_reason(problem, p, self.info) is None:
+                self.builder.prefetch(family.source(), family.options(problem, p))
 
     def check_limits(self, kernels: dict, launches) -> str | None:
         """Reject local sizes the device or the compiled kernel cannot hold, naming the limit."""
@@ -174,26 +152,120 @@ class Runner:
                 return f"{la.kernel}: work-group of {items} > kernel's CL_KERNEL_WORK_GROUP_SIZE {kwg}"
         return None
 
-    def _verify_and_time(self, problem, family, p, kernels, launches, timing: Timing, base,
-                         t_start) -> Measurement:
-        nan = np.float32(np.nan)
-        cl.enqueue_fill_buffer(self.queue, self.bufs.out, nan, 0, self.bufs.out_nbytes).wait()
+    # Launching -----------------------------------------------------------------------------------
+    def _enqueue(self, prep: Prepared) -> list:
+        events = []
+        for launch in prep.launches:
+            k = prep.kernels[launch.kernel]
+            k.set_args(*launch.args)
+            events.append(cl.enqueue_nd_range_kernel(self.queue, k, launch.global_size, launch.local_size))
+        return events
+
+    def _round(self, prep: Prepared) -> Round:
+        events = self._enqueue(prep)
+        for evt in events:
+            evt.wait()
+        r = Round.from_events([(la.part, e.profile.queued, e.profile.submit, e.profile.start,
+                                e.profile.end) for la, e in zip(prep.launches, events)])
+        self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
+        return r
+
+    def _first_launch(self, problem: Problem, prep: Prepared) -> tuple[float, bool, float, str]:
+        """The verification launch into a NaN-filled output: (wall ms, ok, max error, message)."""
+        cl.enqueue_fill_buffer(self.queue, self.bufs.out, np.float32(np.nan), 0, self.bufs.out_nbytes).wait()
         t0 = time.perf_counter()
-        for evt in self._enqueue(kernels, launches):
+        events = self._enqueue(prep)
+        for evt in events:
             evt.wait()
         first_ms = (time.perf_counter() - t0) * 1e3
+        self.device_ms += sum(e.profile.end - e.profile.start for e in events) * 1e-6
         out = np.empty(problem.output_shape, np.float32)
         cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
-        rtol, atol = family.tolerance(problem, p, self.rtol, self.atol)
+        rtol, atol = prep.family.tolerance(problem, prep.params, self.rtol, self.atol)
         ok, max_err = compare(out, self.expected, rtol, atol)
-        for _ in range(timing.warmup):
-            self._round(kernels, launches)
-        rounds, run_sum = [], 0.0
-        while len(rounds) < timing.max_repeat and (
-                len(rounds) < timing.repeat or run_sum < timing.min_time_ms):
-            rounds.append(self._round(kernels, launches))
-            run_sum += rounds[-1].run_ms
-        status = Status.OK if ok else Status.WRONG_RESULT
-        error = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
-        return Measurement(status=status, error=error, first_launch_ms=first_ms, max_abs_err=max_err,
-                           rounds=tuple(rounds), wall_ms=(time.perf_counter() - t_start) * 1e3, **base)
+        msg = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
+        return first_ms, ok, max_err, msg
+
+    def run_once(self, problem: Problem, setting: Setting) -> np.ndarray:
+        """Compute the output with one setting (no verification, no timing): the API's path."""
+        prep = self._prepare(problem, setting)
+        if prep.failed:
+            m = prep.failed
+            raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "
+                            f"{m.status}: {m.error}")
+        for evt in self._enqueue(prep):
+            evt.wait()
+        out = np.empty(problem.output_shape, np.float32)
+        cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
+        return out
+
+    def launcher(self, problem: Problem, setting: Setting):
+        """A function that runs one complete inference with this setting and waits for it."""
+        self.load_problem(problem)
+        prep = self._prepare(problem, setting)
+        if prep.failed:
+            raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "
+                            f"{prep.failed.status}: {prep.failed.error}")
+
+        def call():
+            events = self._enqueue(prep)
+            events[-1].wait()  # an in-order queue: the last one done means all are
+        return call
+
+    def measure(self, problem: Problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
+        """Every failure becomes a Measurement with its status and first error line."""
+        t_start, device_start = time.perf_counter(), self.device_ms
+        self.load_problem(problem)
+        self.prefetch(problem, upcoming)
+        prep = self._prepare(problem, setting)
+        if prep.failed:
+            return prep.failed
+        try:
+            first_ms, ok, max_err, msg = self._first_launch(problem, prep)
+            for _ in range(timing.warmup):
+                self._round(prep)
+            rounds, run_sum = [], 0.0
+            while len(rounds) < timing.max_repeat and (
+                    len(rounds) < timing.repeat or run_sum < timing.min_time_ms):
+                rounds.append(self._round(prep))
+                run_sum += rounds[-1].run_ms
+        except cl.Error as exc:
+            return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **prep.base)
+        return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
+                           first_launch_ms=first_ms, max_abs_err=max_err, rounds=tuple(rounds),
+                           wall_ms=(time.perf_counter() - t_start) * 1e3,
+                           device_ms=self.device_ms - device_start, **prep.base)
+
+    def measure_interleaved(self, problem: Problem, settings, timing: Timing) -> list[Measurement]:
+        """Re-measure several settings in rounds A B C A B C ... so drift hits all of them alike."""
+        t_start, device_start = time.perf_counter(), self.device_ms
+        self.load_problem(problem)
+        preps = [self._prepare(problem, s) for s in settings]
+        live = [p for p in preps if not p.failed]
+        checks, rounds = {}, {id(p): [] for p in live}
+        try:
+            for p in live:
+                checks[id(p)] = self._first_launch(problem, p)
+                for _ in range(timing.warmup):
+                    self._round(p)
+            for _ in range(max(timing.repeat, 1)):
+                for p in live:
+                    rounds[id(p)].append(self._round(p))
+        except cl.Error as exc:
+            return [p.failed or Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **p.base)
+                    for p in preps]
+        wall = (time.perf_counter() - t_start) * 1e3 / max(len(live), 1)
+        device = (self.device_ms - device_start) / max(len(live), 1)
+        out = []
+        for p in preps:
+            if p.failed:
+                out.append(p.failed)
+                continue
+            first_ms, ok, max_err, msg = checks[id(p)]
+            out.append(Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
+                                   first_launch_ms=first_ms, max_abs_err=max_err,
+                                   rounds=tuple(rounds[id(p)]), wall_ms=wall, device_ms=device, **p.base))
+        return out
+
+    def close(self) -> None:
+        pass

@@ -12,3 +12,10 @@ def data_dir(name: str) -> Path:
     if here.is_dir():
         return here
     return Path(str(resources.files(f"cltune.{name}")))
+
+
+def home() -> Path:
+    """cltune's own data (best-config database, measured device peaks): $CLTUNE_HOME or ~/.cache/cltune."""
+    import os
+
+    return Path(os.environ.get("CLTUNE_HOME") or Path.home() / ".cache" / "cltune")

@@ -20,6 +20,9 @@ def pair(value, name: str) -> tuple[int, int]:
     raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
 
 
+ACTIVATIONS = ("none", "relu", "relu6")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One conv2d layer: input [N, C, H, W], weight [K, C/groups, R, S], stride, padding, dilation."""
@@ -39,6 +42,8 @@ class Problem:
     dilation_w: int = 1
     groups: int = 1
     bias: bool = True
+    activation: str = "none"  # applied after the bias: "none", "relu" or "relu6"
+    pool: int = 1  # 2: a 2x2, stride-2 max-pool after the activation (torch's floor mode)
 
     def __post_init__(self):
         for name in ("batch", "in_c", "in_h", "in_w", "out_c", "filter_h", "filter_w",
@@ -50,6 +55,12 @@ class Problem:
         if self.in_c % self.groups or self.out_c % self.groups:
             raise ValueError(
                 f"groups={self.groups} must divide in_channels={self.in_c} and out_channels={self.out_c}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
+        if self.pool not in (1, 2):
+            raise ValueError(f"pool must be 1 (none) or 2 (2x2 max-pool, stride 2), got {self.pool!r}")
+        if self.pool == 2 and (self.out_h < 2 or self.out_w < 2):
+            raise ValueError(f"a 2x2 max-pool needs a conv output of at least 2x2, got {self.out_h}x{self.out_w}")
         if self.out_h < 1 or self.out_w < 1:
             raise ValueError(
                 f"output would be empty: input {self.in_h}x{self.in_w} with padding "
@@ -58,7 +69,7 @@ class Problem:
 
     @classmethod
     def from_shapes(cls, input_shape, weight_shape, stride=1, padding=0, dilation=1, groups=1,
-                    bias=True) -> "Problem":
+                    bias=True, activation="none", pool=1) -> "Problem":
         """Build from torch-style shapes: input [N, C, H, W], weight [K, C/groups, R, S]."""
         if len(input_shape) != 4:
             raise ValueError(f"input must be [N, C, H, W], got shape {list(input_shape)}")
@@ -75,7 +86,7 @@ class Problem:
         sh, sw = pair(stride, "stride")
         ph, pw = pair(padding, "padding")
         dh, dw = pair(dilation, "dilation")
-        return cls(n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, int(groups), bool(bias))
+        return cls(n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, int(groups), bool(bias), activation, pool)
 
     @property
     def out_h(self) -> int:
@@ -94,8 +105,21 @@ class Problem:
         return (self.out_c, self.in_c // self.groups, self.filter_h, self.filter_w)
 
     @property
-    def output_shape(self) -> tuple[int, ...]:
+    def conv_shape(self) -> tuple[int, ...]:
+        """The convolution's own output, before any pooling."""
         return (self.batch, self.out_c, self.out_h, self.out_w)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        """What the problem returns: the conv output, pooled when pool=2."""
+        p = self.pool
+        return (self.batch, self.out_c, self.out_h // p, self.out_w // p)
+
+    @property
+    def epilogue(self) -> tuple[str, ...]:
+        """The steps after the convolution, in order: some of bias, act, pool."""
+        return tuple(step for step, on in (("bias", self.bias), ("act", self.activation != "none"),
+                                           ("pool", self.pool == 2)) if on)
 
     @property
     def flops(self) -> int:
@@ -116,13 +140,17 @@ class Problem:
         return (f"n{self.batch}_c{self.in_c}_h{self.in_h}_w{self.in_w}_k{self.out_c}"
                 f"_r{self.filter_h}_s{self.filter_w}_st{self.stride_h}x{self.stride_w}"
                 f"_p{self.pad_h}x{self.pad_w}_d{self.dilation_h}x{self.dilation_w}_g{self.groups}"
-                f"{'' if self.bias else '_nobias'}")
+                f"{'' if self.bias else '_nobias'}"
+                f"{'' if self.activation == 'none' else '_' + self.activation}"
+                f"{'_pool2' if self.pool == 2 else ''}")
 
     def describe(self) -> str:
         return (f"input {list(self.input_shape)} weight {list(self.weight_shape)} "
                 f"stride ({self.stride_h}, {self.stride_w}) padding ({self.pad_h}, {self.pad_w}) "
                 f"dilation ({self.dilation_h}, {self.dilation_w})"
                 + (f" groups {self.groups}" if self.groups > 1 else "")
+                + (f" -> {self.activation}" if self.activation != "none" else "")
+                + (" -> max-pool 2x2" if self.pool == 2 else "")
                 + f" -> output {list(self.output_shape)}")
 
     def make_inputs(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -140,7 +168,7 @@ def reference_conv2d(problem: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarr
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p.pad_h, p.pad_h), (p.pad_w, p.pad_w)))
     w64 = w.astype(np.float64)
     cg, kg = p.in_c // p.groups, p.out_c // p.groups
-    out = np.zeros(p.output_shape, dtype=np.float64)
+    out = np.zeros(p.conv_shape, dtype=np.float64)
     for r in range(p.filter_h):
         for s in range(p.filter_w):
             y0, x0 = r * p.dilation_h, s * p.dilation_w
@@ -151,4 +179,16 @@ def reference_conv2d(problem: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarr
             out += np.einsum("gkc,ngchw->ngkhw", wg, patch, optimize=True).reshape(out.shape)
     if b is not None:
         out += b.astype(np.float64)[None, :, None, None]
+    return epilogue_reference(problem, out)
+
+
+def epilogue_reference(problem: Problem, out: np.ndarray) -> np.ndarray:
+    """The activation and the 2x2 max-pool (floor mode, as torch) applied to a conv output."""
+    if problem.activation == "relu":
+        out = np.maximum(out, 0)
+    elif problem.activation == "relu6":
+        out = np.clip(out, 0, 6)
+    if problem.pool == 2:
+        n, k, h, w = out.shape
+        out = out[:, :, : h // 2 * 2, : w // 2 * 2].reshape(n, k, h // 2, 2, w // 2, 2).max(axis=(3, 5))
     return out

@@ -68,4 +68,5 @@ class Measurement:
     first_launch_ms: float | None = None
     max_abs_err: float | None = None
     rounds: tuple = field(default=())
-    wall_ms: float | None = None
+    wall_ms: float | None = None  # the whole measurement, build included, as the host saw it
+    device_ms: float | None = None  # kernel run time of all its launches (verify, warm-up, timed)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import io
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
+from .errors import UserError
 from .records import Measurement, Status
 
 STATS = ("median", "min", "max")
@@ -22,12 +24,18 @@ TIMES = ("queue", "submit", "run", "total")
 COLUMNS = (
     ["time", "config", "device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz",
      "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
-     "flops", "min_bytes", "family", "setting", "params", "build_options",
+     "flops", "min_bytes", "bytes_model", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
+     "build_options",
      "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
-    + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms",
+    + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
        "cltune_version", "source_hash", "key"]
 )
+# Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
+TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "opencl_c", "problem", "input_shape",
+                "weight_shape", "stride", "padding", "dilation", "phase", "strategy", "baseline",
+                "family", "setting", "params", "build_options", "status", "error", "parts_run_ms",
+                "run_ms_samples", "cltune_version", "source_hash", "key")
 SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
            "total_ms_median", "gflops", "max_abs_err"]
 
@@ -46,9 +54,16 @@ def _stats(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.10) -> dict:
-    """One results row: the setting, its provenance, its status and its timing statistics."""
+def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.10,
+           extra: dict | None = None) -> dict:
+    """One results row: the setting, its provenance, its status and its timing statistics.
+    `extra` sets columns the loop knows (phase, strategy, seq, baseline, and the setting's key,
+    build options and source hash when the measurement itself could not report them)."""
     p = problem
+    from .workloads import epilogue, get_family
+
+    family = get_family(m.setting.family)
+    fuse = family.resolve(m.setting.values)["FUSE"]
     row = {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
         "device": info.name, "platform": info.platform, "driver": info.driver,
@@ -58,13 +73,18 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "stride": f"{p.stride_h}x{p.stride_w}", "padding": f"{p.pad_h}x{p.pad_w}",
         "dilation": f"{p.dilation_h}x{p.dilation_w}", "groups": p.groups,
         "flops": p.flops, "min_bytes": p.min_bytes,
+        "bytes_model": epilogue.bytes_moved(p, family.fusable, fuse),
         "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
         "build_options": m.build_options, "status": str(m.status), "error": m.error,
         "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,
-        "n": len(m.rounds), "wall_ms": m.wall_ms, "cltune_version": __version__,
+        "n": len(m.rounds), "wall_ms": m.wall_ms, "device_ms": m.device_ms, "cltune_version": __version__,
         "source_hash": m.source_hash,
         "key": resume_key(info, problem, m.setting, m.build_options, m.source_hash),
+        "phase": "search",
     }
+    for k, v in (extra or {}).items():
+        if not (k in ("build_options", "source_hash") and row[k]):  # the worker's own word wins
+            row[k] = v
     if m.rounds:
         for t in TIMES:
             for s, v in _stats([getattr(r, f"{t}_ms") for r in m.rounds]).items():
@@ -85,14 +105,23 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
 
 
 class ResultsFile:
-    """Append-only CSV: each row is written, flushed and fsynced as soon as it is measured."""
+    """Append-only CSV: each row is written, flushed and fsynced as soon as it is measured.
+    An exclusive lock on the file refuses a second sweep writing to it at the same time."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _repair_tail(self.path)
-        new = not self.path.exists() or self.path.stat().st_size == 0
         self._fh = open(self.path, "a", newline="")
+        try:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._fh.close()
+            raise UserError(f"{self.path}: another cltune sweep is writing to this results file; "
+                            "wait for it or choose another --out") from None
+        if self.path.stat().st_size:
+            _check_header(self.path)
+        _repair_tail(self.path)
+        new = self.path.stat().st_size == 0
         self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="raise")
         if new:
             self._writer.writeheader()
@@ -114,6 +143,14 @@ class ResultsFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _check_header(path: Path) -> None:
+    with open(path, newline="") as fh:
+        header = next(csv.reader(fh), [])
+    if header != COLUMNS:
+        raise UserError(f"{path}: not a results file of this cltune version (its columns differ); "
+                        "write to a new file")
 
 
 def _repair_tail(path: Path) -> None:
@@ -141,7 +178,8 @@ def load(path: str | Path) -> pd.DataFrame:
     header = text.split("\n", 1)[0].split(",")
     if "setting" not in header or "status" not in header:
         raise ValueError(f"{path}: not a cltune results file (no 'setting' and 'status' columns)")
-    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
+    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""],
+                       dtype={c: str for c in TEXT_COLUMNS if c in header})
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,19 +1,94 @@
-"""The only loop: hand each setting to a measure function and each result to the sinks. No OpenCL here."""
+"""The only loop: settings in, measurements out, budgets and resume enforced. No OpenCL here.
+
+`Sweep` is given a measure function (in-process Runner, worker process, or a fake in tests), a
+key function (the resume identity of a setting) and a `record` callback that writes each result.
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
 
-from .records import Measurement
-from .space import Setting
+from .records import Measurement, Status
+from .space import Setting, Space
+from .strategies import BudgetExhausted, Search, get
 
 
-def sweep(settings: Iterable[Setting], measure: Callable[[Setting], Measurement],
-          on_result: Callable[[Measurement], None]) -> list[Measurement]:
-    """Measure each setting in order; a failed setting is a result like any other, never an exception."""
-    results = []
-    for setting in settings:
-        m = measure(setting)
-        on_result(m)
-        results.append(m)
-    return results
+@dataclass(frozen=True)
+class Budget:
+    settings: int | None = None  # settings measured (or resumed); constraint rejections are free
+    seconds: float | None = None  # wall time of this search
+
+    def describe(self) -> str:
+        parts = [f"{self.settings} settings" if self.settings else "",
+                 f"{self.seconds:g} s" if self.seconds else ""]
+        return " / ".join(p for p in parts if p) or "unlimited"
+
+
+@dataclass
+class Outcome:
+    """What the loop knows of a setting: enough for strategies and the final ranking."""
+
+    setting: Setting
+    status: str
+    cost: float | None  # median run ms when ok
+    resumed: bool = False
+
+
+@dataclass
+class Sweep:
+    measure: Callable[[Setting, Sequence[Setting]], Measurement]
+    key: Callable[[Setting], str]
+    record: Callable[[Measurement, str], Outcome]  # (measurement, phase) -> outcome, after writing it
+    resumed: dict = field(default_factory=dict)  # key -> Outcome from the file being resumed
+    outcomes: dict = field(default_factory=dict)  # key -> Outcome, this run
+    clock: Callable[[], float] = time.monotonic
+
+    def run_settings(self, settings: Iterable[Setting]) -> list[Outcome]:
+        """Measure a fixed list (the config's [[setting]]s) in order, skipping what was resumed."""
+        settings = list(settings)
+        return [self._evaluate(s, settings[i + 1:i + 5]) for i, s in enumerate(settings)]
+
+    def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:
+        """Run one strategy on one space within the budget; returns the outcomes it produced."""
+        start, counted, mine = self.clock(), set(), []
+
+        def evaluate(setting: Setting, upcoming: Sequence[Setting] = ()):
+            key = self.key(setting)
+            if key in counted:  # asked again: the same answer, no budget spent
+                return self.outcomes[key].cost
+            if budget.settings is not None and len(counted) >= budget.settings:
+                raise BudgetExhausted
+            if budget.seconds is not None and self.clock() - start >= budget.seconds:
+                raise BudgetExhausted
+            counted.add(key)
+            outcome = self._evaluate(setting, upcoming)
+            mine.append(outcome)
+            return outcome.cost
+
+        def measured(setting: Setting) -> bool:
+            return self.key(setting) in counted
+
+        try:
+            get(strategy)(Search(space, problem, device, seed, evaluate, measured))
+        except BudgetExhausted:
+            pass
+        return mine
+
+    def _evaluate(self, setting: Setting, upcoming: Sequence[Setting]) -> Outcome:
+        key = self.key(setting)
+        if key in self.outcomes:
+            return self.outcomes[key]
+        if key in self.resumed:
+            outcome = self.resumed[key]
+        else:
+            outcome = self.record(self.measure(setting, upcoming), "search")
+        self.outcomes[key] = outcome
+        return outcome
+
+    def top(self, k: int, among: Iterable[Outcome] | None = None) -> list[Outcome]:
+        """The k fastest ok settings (this run and resumed), fastest first."""
+        pool = list(among) if among is not None else list(self.outcomes.values())
+        ok = [o for o in pool if o.status == Status.OK.value and o.cost is not None]
+        return sorted(ok, key=lambda o: o.cost)[:k]

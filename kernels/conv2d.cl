@@ -12,7 +12,9 @@
 //   MAD24     1: mad24() for index arithmetic
 // Three entry points share one body: conv2d (every output, bounds checks), conv2d_interior (a
 // rectangle of outputs whose taps are all in bounds: no checks) and conv2d_border (the frame
-// around that rectangle, addressed by a linear index, with checks).
+// around that rectangle, addressed by a linear index, with checks). The output write applies the
+// fused epilogue of epilogue.cl: bias, ACTIVATE(), and with POOL=2 (conv2d only) each work-item
+// computes the four outputs of one 2x2 window and writes their maximum.
 
 #ifdef FILTER_H
 #define FH FILTER_H
@@ -127,8 +129,8 @@
         TAP(r, 8) TAP(r, 9) TAP(r, 10)                                             \
     }
 
-inline void conv_point(CONV_ARGS, const int n, const int oc, const int oh, const int ow,
-                       const bool check) {
+inline float conv_value(CONV_ARGS, const int n, const int oc, const int oh, const int ow,
+                        const bool check) {
     const int ih0 = IMAD(oh, SH, -PH);
     const int iw0 = IMAD(ow, SW, -PW);
     const int plane = in_h * in_w;
@@ -155,15 +157,37 @@ inline void conv_point(CONV_ARGS, const int n, const int oc, const int oh, const
         ip += plane;
         wp += FH * FW;
     }
-    out[IMAD(IMAD(IMAD(n, out_c, oc), out_h, oh), out_w, ow)] = acc + bias[oc];
+    return acc;
 }
 
+inline void conv_point(CONV_ARGS, const int n, const int oc, const int oh, const int ow,
+                       const bool check) {
+    out[IMAD(IMAD(IMAD(n, out_c, oc), out_h, oh), out_w, ow)] =
+        ACTIVATE(conv_value(CONV_PASS, n, oc, oh, ow, check) + bias[oc]);
+}
+
+#if POOL == 2
+// Global size (out_w / 2, out_h / 2, batch * out_c): one work-item per pooled output.
+__kernel void conv2d(CONV_ARGS) {
+    const int px = get_global_id(0), py = get_global_id(1), z = get_global_id(2);
+    const int ph = out_h / 2, pw = out_w / 2;
+    if (px >= pw || py >= ph || z >= batch * out_c) return;
+    const int n = z / out_c, oc = z % out_c;
+    const float b = bias[oc];
+    float m = ACTIVATE(conv_value(CONV_PASS, n, oc, 2 * py, 2 * px, true) + b);
+    m = fmax(m, ACTIVATE(conv_value(CONV_PASS, n, oc, 2 * py, 2 * px + 1, true) + b));
+    m = fmax(m, ACTIVATE(conv_value(CONV_PASS, n, oc, 2 * py + 1, 2 * px, true) + b));
+    m = fmax(m, ACTIVATE(conv_value(CONV_PASS, n, oc, 2 * py + 1, 2 * px + 1, true) + b));
+    out[IMAD(IMAD(z, ph, py), pw, px)] = m;
+}
+#else
 // Global size (out_w, out_h, batch * out_c), rounded up to the local size.
 __kernel void conv2d(CONV_ARGS) {
     const int ow = get_global_id(0), oh = get_global_id(1), z = get_global_id(2);
     if (ow >= out_w || oh >= out_h || z >= batch * out_c) return;
     conv_point(CONV_PASS, z / out_c, z % out_c, oh, ow, true);
 }
+#endif
 
 // Global size (region_w, region_h, batch * out_c): outputs [oh0, oh0 + region_h) x [ow0, ow0 + region_w).
 __kernel void conv2d_interior(CONV_ARGS, const int oh0, const int ow0, const int region_h,

@@ -141,14 +141,14 @@ INLINE void accumulate(__global const float *restrict src, const int iy0, const 
     else                                                          \
         ACC(ix0, true, true);
 
-// Stores the rows and columns of the tile that lie inside the output.
+// Stores the rows and columns of the tile that lie inside the output, activated (epilogue.cl).
 INLINE void store(__global float *restrict dst, const int oh0, const int ow0, const VTYPE *acc,
                   const float b) {
     UNROLL_PRAGMA
     for (int j = 0; j < ROWS; ++j) {
         if (oh0 + j >= OUT_H) break;
         __global float *row = dst + (oh0 + j) * OUT_W + ow0;
-        const VTYPE y = acc[j] + b;
+        const VTYPE y = ACTIVATE(acc[j] + b);
         if (OUT_W % VEC == 0 || ow0 + VEC <= OUT_W) {
             VSTORE(y, row)
         } else {

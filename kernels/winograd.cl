@@ -101,7 +101,7 @@ __kernel void winograd_input(__global const float *restrict in, __global float *
 }
 
 // Global size (P_PAD / VW, OUT_C): Y = A^T M A of tiles p0 .. p0 + VW - 1 (one per lane), output
-// channel k, plus bias, cropped to the output.
+// channel k, plus bias, activated (epilogue.cl), cropped to the output.
 __kernel void winograd_output(__global const float *restrict M, __global const float *restrict bias,
                               __global float *restrict out) {
     const int p0 = get_global_id(0) * VW, k = get_global_id(1);
@@ -120,7 +120,8 @@ __kernel void winograd_output(__global const float *restrict M, __global const f
         __global float *dst = out + (n * OUT_C + k) * (OUT_H * OUT_W) + oy * OUT_W + ox;
         _Pragma("unroll") for (int a = 0; a < TILE; ++a)
             _Pragma("unroll") for (int i = 0; i < TILE; ++i)
-                if (oy + a < OUT_H && ox + i < OUT_W) LANE_STORE(dst[a * OUT_W + i], y[a * TILE + i] + b, j);
+                if (oy + a < OUT_H && ox + i < OUT_W)
+                    LANE_STORE(dst[a * OUT_W + i], ACTIVATE(y[a * TILE + i] + b), j);
     }
 }
 

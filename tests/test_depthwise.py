@@ -128,3 +128,20 @@ def test_every_standard_family_is_wrapped_once_and_only_those():
         FAMILIES.pop("fake_std")
     wrap_standard_families()
     assert "diagonalwise_fake_std" not in FAMILIES  # no stale wrapper after the inner is gone
+
+
+@pytest.mark.parametrize("family, params", [
+    ("depthwise", NAMED["depthwise_cpu"]),
+    ("diagonalwise_conv2d", {"MACROS": 4, "UNROLL": 1}),
+])
+@pytest.mark.parametrize("fuse", [0, 2, 3])
+def test_relu6_and_pool_fuse_or_run_separately(runner, family, params, fuse):
+    # MobileNet's depthwise conv is followed by ReLU6: the depthwise kernel fuses bias and
+    # activation (the pool runs separately); the wrapper fuses what its inner family fuses.
+    problem = Problem.from_shapes((2, 3, 10, 9), (6, 1, 3, 3), padding=1, groups=3,
+                                  activation="relu6", pool=2)
+    m = runner.measure(problem, Setting.make("f", family, {**params, "FUSE": fuse}), QUICK)
+    assert m.status == Status.OK, m.error
+    parts = [name for name, _ in m.rounds[0].parts]
+    fusable = get_family(family).fusable
+    assert parts[1:] == [s for s in ("bias", "act", "pool") if s not in fusable[:fuse]]

@@ -113,3 +113,12 @@ def test_diagonalwise_winograd_runs_a_stride_1_depthwise_layer(runner):
     problem = Problem.from_shapes((2, 5, 9, 7), (10, 1, 3, 3), padding=1, groups=5)
     m = runner.measure(problem, Setting.make("x", "diagonalwise_winograd", NAMED["winograd2x2"]), QUICK)
     assert m.status == Status.OK, m.error
+
+
+@pytest.mark.parametrize("fuse", [0, 3])
+def test_relu_fuses_into_the_output_transform(runner, fuse):
+    problem = Problem.from_shapes((2, 3, 9, 7), (4, 3, 3, 3), padding=1, activation="relu")
+    m = runner.measure(problem, Setting.make("f", "winograd", {**NAMED["winograd4x4"], "FUSE": fuse}), QUICK)
+    assert m.status == Status.OK, m.error
+    parts = [name for name, _ in m.rounds[0].parts]
+    assert parts == ["input", "gemm", "output"] + ([] if fuse else ["bias", "act"])

@@ -16,6 +16,14 @@ from ..errors import UserError
 from ..paths import data_dir
 
 
+CL_STD = "-cl-std=CL1.2"
+
+
+def build_options(defines: dict) -> list[str]:
+    """The options a setting compiles with: OpenCL C 1.2 always, then its macros in name order."""
+    return [CL_STD] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
+
+
 @dataclass(frozen=True)
 class Param:
     """A knob: its allowed values (None: any int >= 0), its default and what it does."""
@@ -37,11 +45,15 @@ class Launch:
     local_size: tuple[int, ...] | None
 
 
-# The local work size is a tunable of every family: all zero lets the driver choose (NULL).
-LWS_PARAMS = (
+# Knobs of every family. The local work size: all zero lets the driver choose (NULL). FUSE: how
+# many epilogue steps (bias, activation, 2x2 max-pool, in that order) the conv kernel applies in its
+# output write, as far as the family's kernel can; the rest run as separate kernels.
+GENERIC_PARAMS = (
     Param("LWS_X", None, 0, "local work size, dimension 0 (0 with Y and Z 0: the driver chooses)"),
     Param("LWS_Y", None, 0, "local work size, dimension 1 (0 counts as 1 when another is set)"),
     Param("LWS_Z", None, 0, "local work size, dimension 2 (0 counts as 1 when another is set)"),
+    Param("FUSE", (0, 1, 2, 3), 3, "epilogue steps fused into the conv: 0 none, 1 bias, 2 + activation, "
+                                   "3 + max-pool (capped at what the family's kernel can do)"),
 )
 
 
@@ -71,12 +83,13 @@ class Family:
     sources: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     named: dict = field(default_factory=dict)  # built-in named settings: name -> params
+    fusable: tuple = ("bias",)  # epilogue steps its kernel applies in its output write (a prefix)
     # A standard family computes groups=1 convs from bufs.w as [K, C, R, S]; diagonalwise.py wraps
     # each one so it also runs depthwise layers. Families that are not (depthwise, the wrappers) say so.
     standard: ClassVar[bool] = True
 
     def all_params(self) -> dict[str, Param]:
-        return {p.name: p for p in self.params + LWS_PARAMS}
+        return {p.name: p for p in self.params + GENERIC_PARAMS}
 
     def resolve(self, values: dict, where: str = "") -> dict:
         """Defaults filled in; unknown names and values outside a knob's list raise UserError."""
@@ -96,12 +109,30 @@ class Family:
         return out
 
     def source(self) -> str:
-        return "\n".join(read_kernel(f) for f in self.sources)
+        return "\n".join(read_kernel(f) for f in ("epilogue.cl",) + tuple(self.sources))
 
     def source_hash(self) -> str:
         return hashlib.sha256(self.source().encode()).hexdigest()[:12]
 
-    # Hooks --------------------------------------------------------------------------------------
+    # What the measuring side calls: the hooks below, with the epilogue split around them ---------
+    def reject_reason(self, problem, p: dict, device) -> str | None:
+        from . import epilogue
+
+        return self.check(epilogue.split(problem, self.fusable, p["FUSE"])[0], p, device)
+
+    def options(self, problem, p: dict) -> list[str]:
+        """The build options of a setting: -cl-std=CL1.2 and its macros."""
+        from . import epilogue
+
+        inner = epilogue.split(problem, self.fusable, p["FUSE"])[0]
+        return build_options({**self.defines(inner, p), **epilogue.macros(inner)})
+
+    def plan(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
+        from . import epilogue
+
+        return epilogue.launches(self, ctx, queue, problem, p, bufs)
+
+    # Hooks: each sees the problem its own kernel computes (the epilogue steps it fuses) ---------
     def check(self, problem, p: dict, device) -> str | None:
         """Why this setting cannot run this problem on this device, or None."""
         return None
@@ -147,14 +178,19 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
     """Every built-in named setting across families: name -> (family, params)."""
     _load_builtin()
     out = {}
-    for fam in FAMILIES.values():
+    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
+    for fam in sorted(FAMILIES.values(), key=lambda f: rank.get(f.name, len(rank))):
         for name, params in fam.named.items():
             out[name] = (fam.name, dict(params))
     return out
 
 
+# The order cltune.settings() lists the built-in families in, whatever order they were imported in.
+BUILTIN_ORDER = ("conv2d", "direct", "im2col_gemm", "implicit_gemm", "winograd", "depthwise")
+
+
 def _load_builtin() -> None:
-    from . import conv2d, depthwise, winograd  # noqa: F401  (register themselves)
+    from . import conv2d, depthwise, direct, winograd  # noqa: F401  (register themselves)
     from .diagonalwise import wrap_standard_families
 
     wrap_standard_families()  # keep last: wraps every standard family imported above

@@ -69,6 +69,8 @@ class Conv2dFamily(Family):
             return "UNROLL needs the filter size baked in (MACROS >= 1)"
         if p["UNROLL"] == 1 and max(problem.filter_h, problem.filter_w) > MAX_UNROLL:
             return f"UNROLL=1 unrolls filters up to {MAX_UNROLL}x{MAX_UNROLL}"
+        if p["SPLIT"] and problem.pool == 2:
+            return "SPLIT computes outputs one by one: it cannot fuse the 2x2 max-pool (FUSE <= 2)"
         if p["MAD24"]:
             biggest = max(np.prod(problem.input_shape), np.prod(problem.weight_shape),
                           np.prod(problem.output_shape))
@@ -91,7 +93,8 @@ class Conv2dFamily(Family):
         lws = local_size(p)
         z = pr.batch * pr.out_c
         if not p["SPLIT"]:
-            return [Launch("conv2d", "conv2d", common, global_size((pr.out_w, pr.out_h, z), lws), lws)]
+            work = (pr.out_w // pr.pool, pr.out_h // pr.pool, z)  # pool 2: one item per 2x2 window
+            return [Launch("conv2d", "conv2d", common, global_size(work, lws), lws)]
         oh0, ow0, rh, rw = interior(pr)
         region = [i32(oh0), i32(ow0), i32(rh), i32(rw)]
         out = []
@@ -118,4 +121,5 @@ register(Conv2dFamily(
         Param("SPLIT", (0, 1), 0, "interior kernel without bounds checks + border kernel with them"),
     ),
     named=LADDER,
+    fusable=("bias", "act", "pool"),
 ))

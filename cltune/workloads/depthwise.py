@@ -86,4 +86,5 @@ register(DepthwiseFamily(
         Param("UNROLL", (0, 1), 1, "1: #pragma unroll on the row and tap loops"),
     ),
     named=NAMED,
+    fusable=("bias", "act"),  # MobileNet's ReLU6 after each depthwise conv
 ))

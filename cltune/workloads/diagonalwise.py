@@ -84,7 +84,7 @@ class DiagonalwiseFamily(Family):
 
 def wrap(inner: Family) -> DiagonalwiseFamily:
     return DiagonalwiseFamily(name=PREFIX + inner.name, sources=inner.sources, params=inner.params,
-                              named=dict(NAMED.get(inner.name, {})), inner=inner)
+                              named=dict(NAMED.get(inner.name, {})), fusable=inner.fusable, inner=inner)
 
 
 def wrap_standard_families() -> None:

@@ -178,4 +178,5 @@ register(WinogradFamily(
         Param("TC", (4, 8, 16, 32), 8, "channels per local-memory stage (LOCAL=1)"),
     ),
     named=NAMED,
+    fusable=("bias", "act"),
 ))

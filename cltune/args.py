@@ -1,0 +1,112 @@
+"""Argument checks of cltune.conv2d, modelled on torch.nn.functional.conv2d: convert where torch
+converts (layout, byte order), refuse where torch refuses, with torch's kind of message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import UserError
+from .problem import Problem
+
+
+@dataclass
+class Args:
+    x: np.ndarray  # [N, C, H, W] float32, C-contiguous
+    w: np.ndarray
+    b: np.ndarray | None
+    problem: Problem | None  # None when the batch is empty (torch returns an empty output)
+    unbatched: bool
+    output_shape: tuple
+
+
+def _array(value, name: str) -> np.ndarray:
+    if isinstance(value, (list, tuple, int, float)) or not hasattr(value, "__array__") and not isinstance(value, np.ndarray):
+        raise UserError(f"conv2d(): argument '{name}' must be an array, not {type(value).__name__}")
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize == 4:
+        return np.ascontiguousarray(arr, dtype=np.float32)  # any layout or byte order: converted
+    return arr
+
+
+def _tuple(value, name: str) -> tuple[int, int]:
+    if isinstance(value, (bool, np.bool_)):
+        raise UserError(f"conv2d(): argument '{name}' must be an int or a tuple of two ints, not bool")
+    if isinstance(value, (int, np.integer)):
+        return int(value), int(value)
+    if (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value)):
+        return int(value[0]), int(value[1])
+    raise UserError(f"conv2d(): argument '{name}' must be an int or a tuple of two ints, not {value!r}")
+
+
+def _dtypes(x, w, b) -> None:
+    if x.dtype != w.dtype:
+        raise UserError(f"Input type ({x.dtype}) and weight type ({w.dtype}) should be the same")
+    if b is not None and b.dtype != x.dtype:
+        raise UserError(f"Input type ({x.dtype}) and bias type ({b.dtype}) should be the same")
+    if x.dtype != np.float32:
+        raise UserError(f"cltune computes in float32 only; got input and weight of dtype {x.dtype} "
+                        "(convert with .astype(numpy.float32))")
+
+
+def check(input, weight, bias, stride, padding, dilation, groups, activation=None, pool=None) -> Args:
+    x, w = _array(input, "input"), _array(weight, "weight")
+    b = None if bias is None else _array(bias, "bias")
+    if x.ndim not in (3, 4):
+        raise UserError(f"Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: {list(x.shape)}")
+    if w.ndim != 4:
+        raise UserError(f"Expected 4-dimensional weight for {x.ndim}-dimensional input {list(x.shape)}, "
+                        f"but got {w.ndim}-dimensional weight of size {list(w.shape)} instead")
+    _dtypes(x, w, b)
+    unbatched = x.ndim == 3
+    x4 = x[None] if unbatched else x
+    sh, sw = _tuple(stride, "stride")
+    ph, pw = _tuple(padding, "padding")
+    dh, dw = _tuple(dilation, "dilation")
+    if not isinstance(groups, (int, np.integer)) or isinstance(groups, (bool, np.bool_)):
+        raise UserError(f"conv2d(): argument 'groups' must be int, not {type(groups).__name__}")
+    if sh <= 0 or sw <= 0:
+        raise UserError("non-positive stride is not supported")
+    if ph < 0 or pw < 0:
+        raise UserError("negative padding is not supported")
+    if dh <= 0 or dw <= 0:
+        raise UserError("dilation should be greater than zero")
+    if groups <= 0:
+        raise UserError("non-positive groups is not supported")
+    k, cg, r, s = w.shape
+    n, c, h, wd = x4.shape
+    if k % groups:
+        raise UserError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                        f"but got weight of size {list(w.shape)} instead")
+    if cg * groups != c:
+        raise UserError(f"Given groups={groups}, weight of size {list(w.shape)}, expected input{list(x4.shape)} "
+                        f"to have {cg * groups} channels, but got {c} channels instead")
+    if b is not None and b.shape != (k,):
+        raise UserError(f"Given weight of size {list(w.shape)}, expected bias to be 1-dimensional with {k} "
+                        f"elements, but got bias of size {list(b.shape)} instead")
+    if min(w.shape) == 0:
+        raise UserError(f"weight of size {list(w.shape)} has a zero-sized dimension")
+    eff_h, eff_w = h + 2 * ph, wd + 2 * pw
+    ext_h, ext_w = dh * (r - 1) + 1, dw * (s - 1) + 1
+    if eff_h < ext_h or eff_w < ext_w:
+        raise UserError(f"Calculated padded input size per channel: ({eff_h} x {eff_w}). Kernel size: "
+                        f"({ext_h} x {ext_w}). Kernel size can't be greater than actual input size")
+    act = "none" if activation is None else activation
+    if act not in ("none", "relu", "relu6"):
+        raise UserError(f"activation must be None, 'relu' or 'relu6', got {activation!r}")
+    pl = 1 if pool is None else pool
+    if pl not in (1, 2) or isinstance(pl, bool):
+        raise UserError(f"pool must be None or 2 (a 2x2 max-pool, stride 2), got {pool!r}")
+    out_shape = (n, k, ((eff_h - ext_h) // sh + 1) // pl, ((eff_w - ext_w) // sw + 1) // pl)
+    if (h == 0 or wd == 0) and n and c:
+        raise UserError(f"Only zero batch or zero channel inputs are supported, but got input shape: {list(x4.shape)}")
+    if n == 0 or c == 0:
+        return Args(x4, w, b, None, unbatched, out_shape)
+    try:
+        problem = Problem.from_shapes(x4.shape, w.shape, (sh, sw), (ph, pw), (dh, dw), int(groups),
+                                      b is not None, act, pl)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return Args(x4, w, b, problem, unbatched, out_shape)

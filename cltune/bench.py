@@ -1,0 +1,199 @@
+"""`cltune bench`: tune every kernel family on every layer of a suite, then race each family's best
+setting against numpy (im2col + BLAS) and torch's CPU conv2d, side by side in one process, in
+interleaved rounds, timed the same way (host wall clock around one complete call)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from . import results, tune
+from .problem import Problem, epilogue_reference
+
+
+@dataclass
+class Contender:
+    name: str  # "cltune:<family>", "numpy", "torch"
+    call: Callable[[], object]
+    family: str = ""
+    setting: str = ""
+    params: str = ""
+
+
+def numpy_conv2d(p: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """im2col + one BLAS matmul per group, float32 throughout: the classic CPU baseline."""
+    xp = np.pad(x, ((0, 0), (0, 0), (p.pad_h, p.pad_h), (p.pad_w, p.pad_w)))
+    win = np.lib.stride_tricks.sliding_window_view(
+        xp, ((p.filter_h - 1) * p.dilation_h + 1, (p.filter_w - 1) * p.dilation_w + 1), axis=(2, 3))
+    win = win[:, :, ::p.stride_h, ::p.stride_w, ::p.dilation_h, ::p.dilation_w][:, :, :p.out_h, :p.out_w]
+    g, cg, kg = p.groups, p.in_c // p.groups, p.out_c // p.groups
+    cols = win.reshape(p.batch, g, cg, p.out_h, p.out_w, p.filter_h, p.filter_w)
+    cols = cols.transpose(1, 2, 5, 6, 0, 3, 4).reshape(g, cg * p.filter_h * p.filter_w, -1)
+    out = np.matmul(w.reshape(g, kg, -1), cols)  # [G, Kg, N*OH*OW]
+    out = out.reshape(p.out_c, p.batch, p.out_h, p.out_w).transpose(1, 0, 2, 3)
+    if b is not None:
+        out = out + b[None, :, None, None]
+    return np.ascontiguousarray(epilogue_reference(p, out))
+
+
+def torch_contender(p: Problem, x, w, b) -> Contender | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+    bt = torch.from_numpy(b) if b is not None else None
+    kw = dict(stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
+              dilation=(p.dilation_h, p.dilation_w), groups=p.groups)
+
+    F = torch.nn.functional
+    act = {"relu": F.relu, "relu6": F.relu6}.get(p.activation)
+
+    def call():
+        with torch.no_grad():
+            y = F.conv2d(xt, wt, bt, **kw)
+            y = act(y) if act else y
+            return F.max_pool2d(y, 2) if p.pool == 2 else y
+    return Contender("torch", call)
+
+
+def race(contenders: list[Contender], rounds: int, block: int = 3) -> dict[str, list[float]]:
+    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Within a round
+    each contender runs once untimed and then `block` timed calls in a row, because the libraries'
+    thread pools (PoCL's, OpenMP's, OpenBLAS's) keep spinning for a while after a call and would
+    otherwise slow down whoever runs next."""
+    times = {c.name: [] for c in contenders}
+    for _ in range(rounds):
+        for c in contenders:
+            c.call()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                c.call()
+                times[c.name].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def best_per_family(csv_path: Path) -> dict[str, dict]:
+    """The fastest verified row of each family in a tuning results file."""
+    df = results.load(csv_path)
+    ok = results.ok_rows(df)
+    out = {}
+    for family, group in ok.groupby("family"):
+        out[family] = group.loc[group["run_ms_median"].idxmin()].to_dict()
+    return out
+
+
+def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
+    spaces = tuple(s for s in cfg.spaces if s.valid_settings(problem))
+    if not spaces:
+        return {}
+    layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, settings=(), baseline=None,
+                        spaces=spaces, layers=())
+    path = out_dir / f"{layer_cfg.name}.csv"
+    tune.run(layer_cfg, replace(opts, out=None if opts.resume else path, rerank=0,
+                                resume=path if opts.resume and path.exists() else None))
+    best = best_per_family(path)
+    for family, row in best.items():
+        echo(f"  {name}: best {family} {row['run_ms_median']:.3f} ms  {row['params']}")
+    return best
+
+
+def layer_contenders(runner, problem: Problem, best: dict) -> list[Contender]:
+    from .space import Setting
+
+    x, w, b = problem.make_inputs(0)
+    b = b if problem.bias else None
+    out = []
+    for family, row in sorted(best.items()):
+        params = json.loads(row["params"])
+        setting = Setting.make(row["setting"], family, params)
+        out.append(Contender(f"cltune:{family}", runner.launcher(problem, setting), family,
+                             row["setting"], row["params"]))
+        if set(problem.epilogue) - {"bias"}:  # the same kernel, its epilogue as separate kernels
+            unfused = {**params, "FUSE": 0}
+            out.append(Contender(f"cltune:{family}:unfused",
+                                 runner.launcher(problem, Setting.make("unfused", family, unfused)),
+                                 family, "unfused", json.dumps(unfused, sort_keys=True)))
+    out.append(Contender("numpy", lambda: numpy_conv2d(problem, x, w, b)))
+    t = torch_contender(problem, x, w, b)
+    if t is not None:
+        out.append(t)
+    return out
+
+
+def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> list[dict]:
+    from .workloads import epilogue, get_family
+
+    med = {name: statistics.median(v) for name, v in times.items()}
+    cl = [c for c in contenders if c.family and not c.name.endswith(":unfused")]
+    best = min(cl, key=lambda c: med[c.name]).name if cl else None
+    rows = []
+    for c in contenders:
+        m = med[c.name]
+        moved = None
+        if c.family:
+            fam = get_family(c.family)
+            moved = epilogue.bytes_moved(problem, fam.fusable, fam.resolve(json.loads(c.params))["FUSE"])
+        rows.append({"layer": layer, "kind": kind, "problem": problem.key, "contender": c.name,
+                     "family": c.family, "setting": c.setting, "params": c.params, "bytes_model": moved,
+                     "ms_median": m, "ms_min": min(times[c.name]), "gflops": problem.flops / (m * 1e6),
+                     "vs_torch": med["torch"] / m if "torch" in med else math.nan,
+                     "vs_numpy": med["numpy"] / m, "best_cltune": c.name == best})
+    return rows
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v and v == v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 20, only: set | None = None,
+        echo=print) -> pd.DataFrame:
+    from .measure import Runner
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    layers = [(n, k, p) for n, k, p in cfg.layers if not only or n in only]
+    best = {}
+    for name, kind, problem in layers:
+        echo(f"tuning {name} ({kind}): {problem.describe()}")
+        best[name] = tune_layer(cfg, name, problem, opts, out_dir, echo)
+    runner = Runner(opts.device, rtol=cfg.rtol, atol=cfg.atol)
+    rows = []
+    for name, kind, problem in layers:
+        contenders = layer_contenders(runner, problem, best[name])
+        rows += summarize(name, kind, problem, contenders, race(contenders, rounds))
+    return pd.DataFrame(rows)
+
+
+def format_summary(df: pd.DataFrame) -> str:
+    """Per layer: each contender's ms and GFLOP/s, the best cltune kernel's ratios; geomeans per kind."""
+    lines = []
+    wide = df.pivot_table(index=["layer"], columns="contender", values="ms_median", sort=False)
+    best = df[df["best_cltune"]].set_index("layer")
+    table = wide.copy()
+    table["best cltune"] = best["contender"]
+    table["GFLOP/s"] = best["gflops"]
+    table["x torch"] = best["vs_torch"]
+    table["x numpy"] = best["vs_numpy"]
+    lines.append(table.to_string(float_format=lambda v: f"{v:.3f}"))
+    unfused = df[df["contender"].str.endswith(":unfused")]
+    if len(unfused):
+        lines.append("fused epilogue against the same kernel with its epilogue as separate kernels:")
+        for _, u in unfused.iterrows():
+            f = df[(df["layer"] == u["layer"]) & (df["contender"] == u["contender"][: -len(":unfused")])].iloc[0]
+            lines.append(f"  {u['layer']:<24} {f['contender']:<22} fused {f['ms_median']:8.3f} ms "
+                         f"({f['bytes_model'] / 1e6:6.2f} MB)  unfused {u['ms_median']:8.3f} ms "
+                         f"({u['bytes_model'] / 1e6:6.2f} MB)  {u['ms_median'] / f['ms_median']:.2f}x")
+    for kind, group in best.groupby("kind"):
+        lines.append(f"geometric mean over {len(group)} {kind} layers: best cltune kernel "
+                     f"{geomean(group['vs_torch']):.2f}x torch, {geomean(group['vs_numpy']):.2f}x numpy "
+                     "(> 1: cltune faster)")
+    return "\n".join(lines)

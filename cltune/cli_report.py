@@ -1,0 +1,121 @@
+"""`cltune peak`, `plot`, `compare` and `report`: parse, call the library, print."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .cli import device_option, main
+from .errors import UserError
+
+KINDS = ("ladder", "roofline", "progress", "spread")
+results_args = click.argument("results_files", metavar="RESULTS...", nargs=-1, required=True,
+                              type=click.Path(dir_okay=False))
+baseline_option = click.option("--baseline", default=None,
+                               help="Setting that speedups are measured against "
+                                    "(default: `normal` if present, else the first row).")
+peaks_option = click.option("--peaks", "peaks_file", type=click.Path(exists=True, dir_okay=False),
+                            default=None, help="Peaks JSON from `cltune peak --out` (default: the "
+                                               "stored peaks of the results' device, if measured).")
+
+
+def _peaks(peaks_file):
+    from . import peakstore
+
+    return peakstore.load_file(peaks_file) if peaks_file else None
+
+
+@main.command()
+@device_option
+@click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Timed launches per kernel (the best is reported).")
+@click.option("--target-ms", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
+              help="Compute kernels: loop count doubled until one launch takes this long.")
+@click.option("--buffer-mib", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Bandwidth kernels: buffer size (pick it well above the last-level cache).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Also write the figures to this JSON file.")
+def peak(device, repeat, target_ms, buffer_mib, out):
+    """Measure the device's peak FP32 GFLOP/s and memory GB/s, and store them for the roofline."""
+    from . import peak as peakmod
+    from . import peakstore
+
+    def on_result(width, comp, bws):
+        bw = ", ".join(f"{name.rsplit('_v', 1)[0].replace('_', ' ')} {v['best']:.1f}"
+                       for name, v in bws.items())
+        click.echo(f"float{width:<2}  {comp['best']:8.1f} GFLOP/s (median {comp['median']:8.1f})  |  GB/s: {bw}")
+
+    opts = peakmod.PeakOptions(repeat=repeat, target_ms=target_ms, buffer_mib=buffer_mib)
+    entry = peakmod.measure(device, opts, on_result)
+    for width, error in entry["failed"].items():
+        click.echo(f"float{width[1:]:<2}  failed: {error}")
+    dev = entry["device"]
+    click.echo(f"device: {dev['name']} ({dev['platform']}, driver {dev['driver']})")
+    click.echo(f"peak compute: {entry['gflops']:.2f} GFLOP/s FP32   peak bandwidth: {entry['gbps']:.2f} GB/s"
+               f"   (best of {repeat} launches, buffer {entry['buffer_mib']:.0f} MiB)")
+    click.echo(f"stored in {peakstore.save(entry)}")
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(entry, indent=2) + "\n")
+        click.echo(f"wrote {out}")
+
+
+@main.command()
+@results_args
+@click.option("--kind", "-k", type=click.Choice(KINDS), required=True, help="What to draw.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="PNG or SVG file (default: <first results file>.<kind>.png).")
+@baseline_option
+@peaks_option
+def plot(results_files, kind, out, baseline, peaks_file):
+    """Draw a results file: ladder, roofline, progress (several files: one line per strategy) or spread."""
+    from . import plots, report, runs
+
+    out = out or str(Path(results_files[0]).with_suffix(f".{kind}.png"))
+    if Path(out).suffix.lower() not in plots.FORMATS:
+        raise UserError(f"{out}: plot file must end in .png or .svg")
+    fig = report.figure(kind, runs.load_runs(results_files), baseline, _peaks(peaks_file))
+    click.echo(f"wrote {plots.save(fig, out)}")
+
+
+@main.command("compare")
+@results_args
+@baseline_option
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
+              help="Also draw the speedups per setting and run to this PNG or SVG file.")
+def compare_cmd(results_files, baseline, plot_file):
+    """Join runs on problem and setting: times, speedups and rank correlation per device."""
+    from . import compare, plots, runs
+
+    if len(results_files) < 2:
+        raise UserError("compare needs at least two results files")
+    run_list = runs.load_runs(results_files)
+    labels = [r.label for r in run_list]
+    table = compare.join(run_list, baseline)
+    click.echo(compare.format_table(table, labels))
+    click.echo(compare.format_correlations(compare.rank_correlations(table, labels)))
+    if plot_file:
+        click.echo(f"wrote {plots.save(compare.plot(table, labels), plot_file)}")
+
+
+@main.command()
+@results_args
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="HTML file (default: <first results file>.report.html).")
+@baseline_option
+@peaks_option
+def report(results_files, out, baseline, peaks_file):
+    """One self-contained HTML page: devices, problem, ladder, roofline, spread, best, comparison."""
+    from . import report as reportmod
+    from . import runs
+
+    run_list = runs.load_runs(results_files)
+    if baseline is not None:
+        for r in run_list:
+            runs.baseline_name(r.df, baseline)  # a misspelt --baseline fails before any drawing
+    out = Path(out or Path(results_files[0]).with_suffix(".report.html"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(reportmod.build(run_list, baseline, _peaks(peaks_file)))
+    click.echo(f"wrote {out}")

@@ -1,0 +1,167 @@
+"""Constraint expressions: a tiny parsed language over parameter and problem names, never eval().
+
+Grammar (lowest precedence first):
+    expr   := or
+    or     := and ("or" and)*
+    and    := not ("and" not)*
+    not    := "not" not | cmp
+    cmp    := sum (("==" | "!=" | "<" | "<=" | ">" | ">=") sum)?
+    sum    := term (("+" | "-") term)*
+    term   := unary (("*" | "/" | "%") unary)*
+    unary  := "-" unary | atom
+    atom   := NUMBER | 'STRING' | "STRING" | NAME | "(" expr ")"
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+
+TOKEN = re.compile(r"""\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+)|(?P<str>'[^']*'|"[^"]*")|(?P<name>[A-Za-z_]\w*)
+                       |(?P<op>==|!=|<=|>=|[-+*/%<>()]))""", re.VERBOSE)
+KEYWORDS = {"and", "or", "not"}
+BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "%": operator.mod, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+          "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+COMPARE = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class ExprError(ValueError):
+    """A constraint that does not parse, or names something unknown."""
+
+
+@dataclass(frozen=True)
+class Expr:
+    text: str
+    tree: tuple
+    names: frozenset
+
+    def __call__(self, env: dict):
+        return _eval(self.tree, env)
+
+
+def _tokens(text: str) -> list[tuple[str, object]]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ExprError(f"unexpected character {text[pos:].lstrip()[:1]!r} at position {pos}")
+        pos = m.end()
+        if m["num"] is not None:
+            out.append(("num", float(m["num"]) if "." in m["num"] else int(m["num"])))
+        elif m["str"] is not None:
+            out.append(("str", m["str"][1:-1]))
+        elif m["name"] is not None:
+            word = m["name"]
+            out.append(("op", word) if word in KEYWORDS else ("name", word))
+        else:
+            out.append(("op", m["op"]))
+    return out
+
+
+class _Parser:
+    def __init__(self, tokens):
+        self.toks, self.i = tokens, 0
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else ("end", None)
+
+    def take(self, *ops):
+        kind, value = self.peek()
+        if kind == "op" and value in ops:
+            self.i += 1
+            return value
+        return None
+
+    def binary(self, ops, sub):
+        left = sub()
+        while (op := self.take(*ops)) is not None:
+            left = (op, left, sub())
+        return left
+
+    def or_(self):
+        return self.binary(("or",), self.and_)
+
+    def and_(self):
+        return self.binary(("and",), self.not_)
+
+    def not_(self):
+        if self.take("not"):
+            return ("not", self.not_())
+        return self.cmp()
+
+    def cmp(self):
+        left = self.sum()
+        if (op := self.take(*COMPARE)) is not None:
+            left = (op, left, self.sum())
+            if self.take(*COMPARE):
+                raise ExprError("chained comparisons are not supported; join them with 'and'")
+        return left
+
+    def sum(self):
+        return self.binary(("+", "-"), self.term)
+
+    def term(self):
+        return self.binary(("*", "/", "%"), self.unary)
+
+    def unary(self):
+        if self.take("-"):
+            return ("neg", self.unary())
+        return self.atom()
+
+    def atom(self):
+        kind, value = self.peek()
+        if kind in ("num", "str"):
+            self.i += 1
+            return ("lit", value)
+        if kind == "name":
+            self.i += 1
+            return ("name", value)
+        if self.take("("):
+            inner = self.or_()
+            if not self.take(")"):
+                raise ExprError("missing ')'")
+            return inner
+        raise ExprError("unexpected end of expression" if kind == "end" else f"unexpected {value!r}")
+
+
+def parse(text: str, known: set[str] | None = None) -> Expr:
+    """Parse `text`; with `known`, every name must be one of them."""
+    if not isinstance(text, str) or not text.strip():
+        raise ExprError("expected a non-empty expression string")
+    p = _Parser(_tokens(text))
+    tree = p.or_()
+    if p.i != len(p.toks):
+        raise ExprError(f"unexpected {p.toks[p.i][1]!r} after a complete expression")
+    names = frozenset(_names(tree))
+    if known is not None and names - known:
+        raise ExprError(f"unknown name(s) {', '.join(sorted(names - known))}; "
+                        f"known: {', '.join(sorted(known))}")
+    return Expr(text, tree, names)
+
+
+def _names(tree):
+    if tree[0] == "name":
+        yield tree[1]
+    elif tree[0] != "lit":
+        for sub in tree[1:]:
+            yield from _names(sub)
+
+
+def _eval(tree, env):
+    op = tree[0]
+    if op == "lit":
+        return tree[1]
+    if op == "name":
+        return env[tree[1]]
+    if op == "neg":
+        return -_eval(tree[1], env)
+    if op == "not":
+        return not _eval(tree[1], env)
+    if op == "and":
+        return bool(_eval(tree[1], env)) and bool(_eval(tree[2], env))
+    if op == "or":
+        return bool(_eval(tree[1], env)) or bool(_eval(tree[2], env))
+    return BINARY[op](_eval(tree[1], env), _eval(tree[2], env))

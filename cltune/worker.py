@@ -1,0 +1,160 @@
+"""Measurement in a worker process: a hang or a crash costs one setting, never the sweep.
+
+The worker owns the OpenCL context and answers requests over a pipe; the parent owns the results
+file. A request that gets no answer within the timeout kills the worker (status `timeout`); a worker
+that dies (segfault, abort, OOM kill) is noticed through the pipe (status `crashed`, with its signal).
+Either way the next request starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import signal
+import time
+
+from .errors import UserError
+from .records import Measurement, Status
+
+START_TIMEOUT_S = 120.0  # opening the device and uploading the problem
+
+
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this worker when the parent dies, even by kill -9."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tuple) -> None:
+    """The worker's loop: (method, args) in, ("ok", value) or ("user_error", message) out."""
+    _die_with_parent()
+    if os.getppid() != parent_pid:
+        return
+    for name in modules:
+        importlib.import_module(name)
+    from .measure import Runner
+
+    try:
+        runner = Runner(device_spec, **runner_kwargs)
+    except UserError as exc:
+        conn.send(("user_error", str(exc)))
+        return
+    conn.send(("ok", runner.info))
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        if method == "stop":
+            return
+        try:
+            conn.send(("ok", getattr(runner, method)(*args)))
+        except UserError as exc:
+            conn.send(("user_error", str(exc)))
+
+
+class WorkerDied(Exception):
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "worker stopped answering"
+    if code < 0:
+        try:
+            return f"worker died with {signal.Signals(-code).name} (signal {-code})"
+        except ValueError:
+            return f"worker died with signal {-code}"
+    return f"worker exited with status {code}"
+
+
+class WorkerRunner:
+    """The Runner's measuring methods, served by a worker process, with timeouts and restarts."""
+
+    def __init__(self, device_spec=None, modules: tuple = (), timeout_s: float | None = None, **runner_kwargs):
+        self.device_spec, self.modules, self.kwargs = device_spec, tuple(modules), runner_kwargs
+        self.timeout_s = timeout_s
+        self.restarts = 0
+        self.overhead_ms: list[float] = []  # per setting: the parent's wait minus the worker's own time
+        self._proc = self._conn = None
+        self.info = self._start()
+
+    def _start(self):
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=serve, name="cltune-worker", daemon=True,
+                                 args=(child, os.getpid(), self.device_spec, self.kwargs, self.modules))
+        self._proc.start()
+        child.close()
+        return self._receive(START_TIMEOUT_S)
+
+    def _receive(self, timeout: float | None):
+        try:
+            ready = self._conn.poll(timeout)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self._kill()
+            raise WorkerDied(Status.TIMEOUT, f"no answer after {timeout:.3g} s; worker killed")
+        try:
+            kind, value = self._conn.recv()
+        except (EOFError, OSError):
+            self._proc.join(5)
+            code = self._proc.exitcode
+            self._kill()
+            raise WorkerDied(Status.CRASHED, _describe_exit(code)) from None
+        if kind == "user_error":
+            raise UserError(value)
+        return value
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def call(self, method: str, *args, timeout: float | None = None):
+        if self._proc is None:
+            self.restarts += 1
+            self._start()
+        self._conn.send((method, args))
+        return self._receive(timeout if timeout is not None else self.timeout_s)
+
+    def measure(self, problem, setting, timing, upcoming=()) -> Measurement:
+        t0 = time.perf_counter()
+        try:
+            m = self.call("measure", problem, setting, timing, tuple(upcoming))
+            if m.wall_ms is not None:
+                self.overhead_ms.append((time.perf_counter() - t0) * 1e3 - m.wall_ms)
+            return m
+        except WorkerDied as exc:
+            return Measurement(setting=setting, status=exc.status, error=exc.message,
+                               wall_ms=(time.perf_counter() - t0) * 1e3)
+
+    def measure_interleaved(self, problem, settings, timing) -> list[Measurement]:
+        timeout = None if self.timeout_s is None else self.timeout_s * max(1, len(settings))
+        try:
+            return self.call("measure_interleaved", problem, list(settings), timing, timeout=timeout)
+        except WorkerDied as exc:
+            return [Measurement(setting=s, status=exc.status, error=exc.message) for s in settings]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(("stop", ()))
+            except OSError:
+                pass
+            self._proc.join(5)
+        self._kill()

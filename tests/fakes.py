@@ -1,0 +1,49 @@
+"""A fake measuring backend: deterministic costs from the knob values, no device, milliseconds."""
+
+from dataclasses import dataclass, field
+
+from cltune.device import DeviceInfo
+from cltune.records import Measurement, Round, Status
+
+FAKE_INFO = DeviceInfo(
+    index=0, name="Fake GPU", platform="Fake Platform", platform_version="OpenCL 1.2", vendor="fake",
+    type="GPU", version="OpenCL 1.2", driver="1.0", opencl_c="OpenCL C 1.2", compute_units=4,
+    max_clock_mhz=800, global_mem_bytes=1 << 30, max_alloc_bytes=1 << 28, local_mem_bytes=32768,
+    local_mem_type="GLOBAL", max_work_group_size=256, max_work_item_sizes=(256, 256, 256),
+    preferred_vector_width_float=4, native_vector_width_float=4, profiling_resolution_ns=1000)
+
+
+def fake_cost(values: dict) -> float:
+    """A made-up landscape: lower UNROLL/MATH choices and a middling local size are faster."""
+    cost = 10.0 - 2.0 * values.get("MACROS", 0) / 4 - values.get("UNROLL", 0)
+    cost += abs(values.get("LWS_X", 0) - 4) * 0.3 + 0.5 * (values.get("MATH", "plain") == "fma")
+    return round(cost, 6)
+
+
+@dataclass
+class FakeBackend:
+    """Records what it was asked to measure; fails the settings listed in `fail`."""
+
+    info: DeviceInfo = FAKE_INFO
+    fail: dict = field(default_factory=dict)  # params json -> Status
+    measured: list = field(default_factory=list)
+    interleaved: list = field(default_factory=list)
+    timeout_s: float | None = None
+
+    def measure(self, problem, setting, timing, upcoming=()):
+        self.measured.append(setting)
+        status = self.fail.get(setting.params_json)
+        if status is not None:
+            return Measurement(setting=setting, status=status, error=f"fake {status}")
+        cost = fake_cost(setting.values)
+        rounds = tuple(Round(0.01, 0.02, cost, cost + 0.03) for _ in range(timing.repeat))
+        return Measurement(setting=setting, status=Status.OK, build_options="-cl-std=CL1.2",
+                           source_hash="fake", build_ms=1.0, first_launch_ms=cost, max_abs_err=0.0,
+                           rounds=rounds, wall_ms=cost * (timing.repeat + 1))
+
+    def measure_interleaved(self, problem, settings, timing):
+        self.interleaved.append(list(settings))
+        return [self.measure(problem, s, timing) for s in settings]
+
+    def close(self):
+        pass

@@ -1,0 +1,53 @@
+"""A kernel family for fault-injection tests: the study kernel, then a kernel that misbehaves.
+
+FAULT: 0 nothing, 1 loop forever, 2 write far out of bounds, 3 fail to build, 4 busy for seconds.
+Imported by the worker process through `modules=("tests.fault_family",)`.
+"""
+
+from cltune.workloads import FAMILIES, Launch, Param, get_family, register
+from cltune.workloads.conv2d import Conv2dFamily
+
+FAULT_SOURCE = r"""
+#ifndef FAULT
+#define FAULT 0
+#endif
+#if FAULT == 3
+#error "injected build failure"
+#endif
+__kernel void fault(__global float *out, volatile __global int *flag) {
+#if FAULT == 1
+    while (flag[0] == 0) { }                      /* flag stays 0: never returns */
+#elif FAULT == 2
+    out[(1L << 40) + get_global_id(0)] = 1.0f;   /* 4 TiB past the buffer */
+#elif FAULT == 4
+    for (int i = 0; i < 2000000000 && flag[0] == 0; ++i) { }
+#endif
+}
+"""
+
+
+class FaultFamily(Conv2dFamily):
+    def source(self):
+        return super().source() + FAULT_SOURCE
+
+    def defines(self, problem, p):
+        return {**super().defines(problem, p), "FAULT": p["FAULT"]}
+
+    def launches(self, ctx, queue, problem, p, bufs):
+        import numpy as np
+        import pyopencl as cl
+
+        out = super().launches(ctx, queue, problem, p, bufs)
+        if p["FAULT"]:
+            flag = bufs.cache.get("fault_flag")
+            if flag is None:
+                flag = bufs.cache["fault_flag"] = cl.Buffer(
+                    ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(1, np.int32))
+            out.append(Launch("fault", "fault", [bufs.out, flag], (1,), None))
+        return out
+
+
+if "faults" not in FAMILIES:
+    base = get_family("conv2d")
+    register(FaultFamily(name="faults", sources=base.sources,
+                         params=base.params + (Param("FAULT", (0, 1, 2, 3, 4), 0, "the fault to inject"),)))

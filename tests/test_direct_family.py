@@ -1,0 +1,171 @@
+"""The `direct` family against the float64 reference, its weight packing, and check()'s refusals."""
+
+import numpy as np
+import pytest
+
+from cltune.problem import Problem
+from cltune.records import Status, Timing
+from cltune.space import Setting
+from cltune.workloads import get_family
+from cltune.workloads.direct import NAMED, pack_weights, source_dims
+
+from .shapes import ALL_SHAPES, SHAPES, shape_id
+
+QUICK = Timing(warmup=0, repeat=1)
+
+# Each value of every knob appears at least once; block sizes that do not divide the shapes'
+# channels or outputs (3, 5, 24) exercise the zero-padded weights, the clamped linear overhang and
+# the padded source's room for overhanging tiles. Blocks are kept small: PoCL compiles every
+# (shape, setting) afresh and an unrolled 5x5 body with a big block takes seconds.
+COMBOS = {
+    "scalar_kcrs_check": dict(BLOCK_K=3, BLOCK_W=5, BLOCK_H=1, VEC=1, WEIGHTS="kcrs",
+                              PADDING="check", UNROLL_RS=0, UNROLL_C=1),
+    "vec2_kcrs_split_tile": dict(BLOCK_K=2, BLOCK_W=2, BLOCK_H=2, VEC=2, WEIGHTS="kcrs",
+                                 PADDING="split", MATH="mad", UNROLL_RS=0, UNROLL_C=2),
+    "vec4_vload_fma_zeropad_tile_order": dict(BLOCK_K=4, BLOCK_W=2, BLOCK_H=2, VEC=4, LOAD="vload",
+                                              MATH="fma", PADDING="zeropad", ORDER="channels",
+                                              LWS_X=2, LWS_Y=2),
+    "vec8_linear_split_lws": dict(BLOCK_K=8, BLOCK_W=3, VEC=8, PIXELS="linear", PADDING="split",
+                                  UNROLL_RS=0, UNROLL_C=4, LWS_X=2, LWS_Y=1, LWS_Z=2),
+    "vec16_linear_check": dict(BLOCK_K=16, BLOCK_W=1, VEC=16, PIXELS="linear", PADDING="check",
+                               UNROLL_C=8),
+    "vec8_linear_zeropad_kcrs": dict(BLOCK_K=24, BLOCK_W=2, VEC=8, WEIGHTS="kcrs",
+                                     PIXELS="linear", PADDING="zeropad", LWS_X=4),
+}
+
+
+@pytest.mark.parametrize("shape", ALL_SHAPES, ids=shape_id)
+def test_every_combination_class_matches_reference(runner, shape):
+    # Guards index arithmetic of every layout, pixel mapping and padding strategy: a wrong tap
+    # offset, a lost overhang pixel or an unpadded channel block shows up as a wrong or NaN output.
+    problem = Problem.from_shapes(**shape)
+    for name, params in COMBOS.items():
+        m = runner.measure(problem, Setting.make(name, "direct", params), QUICK)
+        assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_named_settings_match_reference(runner, shape):
+    # The tuned blocks (bigger than COMBOS') on the special shapes; tests/test_api.py adds torch.
+    problem = Problem.from_shapes(**shape)
+    for name, params in NAMED.items():
+        m = runner.measure(problem, Setting.make(name, "direct", params), QUICK)
+        assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
+
+
+def test_settings_with_different_padded_sizes_share_the_scratch_correctly(runner):
+    # Guards the cached zero-padded copy: a later setting needing a bigger (or smaller) padded
+    # plane must not read the earlier setting's layout.
+    problem = Problem.from_shapes(**SHAPES[0])
+    family = get_family("direct")
+    small = dict(BLOCK_W=1, BLOCK_H=1, PADDING="zeropad")
+    big = dict(BLOCK_W=5, BLOCK_H=3, PADDING="zeropad")
+    assert source_dims(problem, family.resolve(big)) != source_dims(problem, family.resolve(small))
+    for params in (small, big, small):
+        m = runner.measure(problem, Setting.make("s", "direct", params), QUICK)
+        assert m.status == Status.OK, m.error
+
+
+def test_zero_pad_is_a_timed_part_of_its_own(runner):
+    problem = Problem.from_shapes(**SHAPES[0])
+    m = runner.measure(problem, Setting.make("z", "direct", dict(PADDING="zeropad")), QUICK)
+    assert m.status == Status.OK
+    assert [name for name, _ in m.rounds[0].parts] == ["zero_pad", "conv"]
+
+
+def test_packed_weights_put_each_blocks_channels_innermost():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((5, 2, 3, 1)).astype(np.float32)
+    packed = pack_weights(w, "packed", 4)
+    assert packed.shape == (2, 2, 3, 1, 4)
+    assert packed[1, 1, 2, 0, 0] == w[4, 1, 2, 0]
+    assert np.all(packed[1, ..., 1:] == 0)  # channels 5..7 do not exist: zeros
+    kcrs = pack_weights(w, "kcrs", 4)
+    assert kcrs.shape == (8, 2, 3, 1) and np.all(kcrs[:5] == w) and np.all(kcrs[5:] == 0)
+
+
+PROBLEM = Problem.from_shapes(**SHAPES[0])
+
+
+@pytest.mark.parametrize("params, words", [
+    (dict(BLOCK_K=6, VEC=4), "multiple of VEC"),
+    (dict(BLOCK_K=0), "must be >= 1"),
+    (dict(BLOCK_W=0), "must be >= 1"),
+    (dict(BLOCK_K=32, BLOCK_W=4, BLOCK_H=4, VEC=8), "accumulators"),
+    (dict(PIXELS="linear", BLOCK_H=2), "BLOCK_H must be 1"),
+    (dict(LOAD="vload", WEIGHTS="kcrs"), "gathers"),
+    (dict(LOAD="vload", VEC=1, BLOCK_K=4), "no vload1"),
+])
+def test_check_rejects_invalid_combinations(params, words):
+    family = get_family("direct")
+    reason = family.check(PROBLEM, family.resolve(params), None)
+    assert reason is not None and words in reason
+
+
+def test_unroll_count_outside_its_list_is_refused_by_name():
+    from cltune.errors import UserError
+
+    with pytest.raises(UserError, match="UNROLL_C must be one of"):
+        get_family("direct").resolve({"UNROLL_C": 3})
+
+
+def test_check_rejects_groups_and_the_runner_records_invalid(runner):
+    family = get_family("direct")
+    grouped = Problem.from_shapes((1, 4, 6, 6), (4, 2, 3, 3), groups=2)
+    assert "groups=1" in family.check(grouped, family.resolve({}), None)
+    m = runner.measure(PROBLEM, Setting.make("bad", "direct", dict(BLOCK_K=6, VEC=4)), QUICK)
+    assert m.status == Status.INVALID and "VEC" in m.error
+
+
+def test_named_settings_pass_check_on_every_test_shape():
+    # tests/test_api.py runs every named setting: none may be refused on a small shape.
+    family = get_family("direct")
+    for shape in ALL_SHAPES:
+        problem = Problem.from_shapes(**shape)
+        for name, params in NAMED.items():
+            assert family.check(problem, family.resolve(params), None) is None, (name, shape)
+
+
+def test_study_config_settings_are_the_builtins():
+    # The config documents the named settings; the API's built-ins must not drift from it.
+    from cltune import config
+    from cltune.workloads import builtin_settings
+
+    cfg = config.load("direct_study")
+    builtin = builtin_settings()
+    assert {s.name for s in cfg.settings} == {"normal", *NAMED}
+    for s in cfg.settings:
+        assert (s.family, s.values) == builtin[s.name]
+
+
+@pytest.mark.parametrize("pool", [1, 2], ids=["conv", "conv_relu_pool"])
+@pytest.mark.parametrize("shape", [None, SHAPES[0], SHAPES[3]], ids=["study", "small", "1x1"])
+def test_study_space_constraints_reject_every_combination_check_rejects(shape, pool):
+    # A point the constraints let through must be runnable, or the search spends its budget on
+    # `invalid` rows; with a fused 2x2 max-pool that includes odd and linear blocks.
+    from dataclasses import replace
+
+    from cltune import config
+    from cltune.space import problem_env
+
+    cfg = config.load("direct_study")
+    problem = cfg.problem if shape is None else Problem.from_shapes(**shape)
+    problem = replace(problem, activation="relu" if pool == 2 else "none", pool=pool)
+    space, family = cfg.spaces[0], get_family("direct")
+    env = problem_env(problem)
+    for values in space.points():  # the constraints alone: Space.reject_reason also runs check()
+        if all(expr({**env, **values}) for _, expr in space.constraints):
+            assert family.reject_reason(problem, family.resolve(values), None) is None, values
+
+
+def test_study_space_has_no_dead_constraint():
+    # A constraint that rejects nothing (on the study layer or a small shape) is a wrong comment.
+    from cltune import config
+    from cltune.space import problem_env
+
+    cfg = config.load("direct_study")
+    space = cfg.spaces[0]
+    pooled = Problem.from_shapes(**SHAPES[0], activation="relu", pool=2)
+    envs = [problem_env(p) for p in (cfg.problem, Problem.from_shapes(**SHAPES[0]), pooled)]
+    for name, expr in space.constraints:
+        assert any(not expr({**env, **values}) for env in envs for values in space.points()), name

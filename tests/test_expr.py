@@ -1,0 +1,67 @@
+"""The constraint language: what it computes, and everything that is not it being refused."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from cltune.expr import ExprError, parse
+
+
+@pytest.mark.parametrize("text, env, expected", [
+    ("A * B <= 64", {"A": 8, "B": 8}, True),
+    ("A * B <= 64", {"A": 8, "B": 9}, False),
+    ("BLOCK % VEC == 0 and not SPLIT", {"BLOCK": 8, "VEC": 4, "SPLIT": 0}, True),
+    ("1 + 2 * 3 - 4 / 2", {}, 5.0),
+    ("-(1 + 2) * 3 % 4", {}, 3),
+    ("X == 0 or Y > 2 and Z != 1", {"X": 1, "Y": 3, "Z": 1}, False),  # and binds tighter than or
+    ("MATH == 'fma' or MATH == \"mad\"", {"MATH": "mad"}, True),
+    ("(LWS_X == 0) == (LWS_Y == 0)", {"LWS_X": 0, "LWS_Y": 4}, False),
+    ("not not 3 >= 3.5", {}, False),
+    ("in_c % 4 == 0", {"in_c": 12}, True),
+])
+def test_evaluates_like_arithmetic(text, env, expected):
+    assert parse(text)(env) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('true')",  # calls are not in the language
+    "A.__class__",                       # attribute access
+    "[A for A in B]", "A ** 2", "A // 2", "lambda: 1", "A if B else C", "A; B", "A = 1",
+    "A < B < C",                         # chained comparison: ambiguous, refused
+    "(A + 1", "A +", "", "   ", "A and", "1 2", "'unterminated",
+])
+def test_anything_outside_the_language_is_refused(text):
+    with pytest.raises(ExprError):
+        parse(text)
+
+
+def test_unknown_names_are_refused_with_the_known_ones_listed():
+    with pytest.raises(ExprError, match=r"unknown name\(s\) BLOK; known: BLOCK, VEC"):
+        parse("BLOK * VEC <= 64", {"BLOCK", "VEC"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="AB01 +-*/%()=!<>andortx'\"._[]:", max_size=30))
+def test_any_text_parses_or_raises_expr_error_only(text):
+    try:
+        parse(text)
+    except ExprError:
+        pass
+
+
+def _exprs():
+    leaf = st.one_of(st.integers(0, 20).map(str), st.sampled_from(["A", "B"]))
+    return st.recursive(leaf, lambda sub: st.tuples(sub, st.sampled_from(["+", "-", "*", "%"]), sub)
+                        .map(lambda t: f"({t[0]} {t[1]} {t[2]})"), max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_exprs(), st.integers(1, 9), st.integers(1, 9))
+def test_arithmetic_agrees_with_python(text, a, b):
+    env = {"A": a, "B": b}
+    try:
+        want = eval(text, {}, dict(env))  # the test's oracle only; the library never evals
+    except ZeroDivisionError:
+        with pytest.raises(ZeroDivisionError):
+            parse(text)(env)
+        return
+    assert parse(text)(env) == want

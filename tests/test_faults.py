@@ -1,0 +1,105 @@
+"""Fault injection on PoCL: a hang, a wild write, a failed build and a killed worker each cost one
+setting, get the right status on their row, and every other setting is still measured."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from cltune import config, results, tune
+from cltune.problem import Problem
+from cltune.records import Status, Timing
+from cltune.space import Setting
+from cltune.worker import WorkerRunner
+
+MODULES = ("tests.fault_family",)
+
+
+def fault_config(faults):
+    settings = [{"name": "normal"}]
+    for i, f in enumerate(faults):
+        settings.append({"name": f"fault{f}_{i}", "family": "faults", "params": {"FAULT": f, "MACROS": i % 5}})
+        settings.append({"name": f"after{i}", "family": "faults", "params": {"MACROS": (i + 1) % 5}})
+    import tests.fault_family  # noqa: F401  (registers the family for the config loader)
+
+    return config.parse({"problem": {"input": [1, 3, 8, 8], "weight": [4, 3, 3, 3], "padding": 1},
+                         "run": {"warmup": 0, "repeat": 2, "rerank": 0}, "setting": settings}, "faults.toml")
+
+
+def test_hang_wild_write_and_build_failure_each_cost_one_setting(tmp_path):
+    cfg = fault_config([1, 2, 3])
+    out = tmp_path / "faults.csv"
+    res = tune.run(cfg, tune.Options(out=out, timeout_s=8, modules=MODULES))
+    df = results.load(out)
+    status = dict(zip(df["setting"], df["status"]))
+    assert status.pop("fault1_0") == "timeout"
+    assert status.pop("fault2_1") == "crashed"
+    assert status.pop("fault3_2") == "build_error"
+    assert set(status.values()) == {"ok"} and len(status) == 4  # normal and every "after" setting
+    errors = dict(zip(df["setting"], df["error"]))
+    assert "worker killed" in errors["fault1_0"]
+    assert "SIGSEGV" in errors["fault2_1"] or "signal" in errors["fault2_1"]
+    assert "injected build failure" in errors["fault3_2"]
+    assert len(res.rows) == len(df) == 7
+
+
+def test_worker_killed_mid_measurement_is_recorded_and_replaced():
+    problem = Problem.from_shapes((1, 3, 8, 8), (4, 3, 3, 3), padding=1)
+    worker = WorkerRunner(modules=MODULES, timeout_s=60, rtol=1e-4, atol=1e-4)
+    try:
+        first_pid = worker.pid()
+        killer = threading.Timer(2.0, lambda: os.kill(first_pid, signal.SIGKILL))
+        killer.start()
+        m = worker.measure(problem, Setting.make("busy", "faults", {"FAULT": 4}), Timing(0, 1))
+        killer.join()
+        assert m.status == Status.CRASHED and "SIGKILL" in m.error
+        after = worker.measure(problem, Setting.make("fine", "faults", {}), Timing(0, 1))
+        assert after.status == Status.OK and worker.pid() != first_pid and worker.restarts == 1
+    finally:
+        worker.close()
+
+
+def test_sigkill_of_the_sweep_loses_only_the_setting_in_flight_and_resume_completes(tmp_path):
+    out = tmp_path / "killed.csv"
+    cmd = [sys.executable, "-m", "cltune", "sweep", "tune_small", "--strategy", "exhaustive",
+           "--budget", "10", "--rerank", "0", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_text().count("\n") >= 5:  # header + 4 settings
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sweep finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = results.load(out) if out.read_text().endswith("\n") else None
+    with pytest.warns(results.TruncatedLineWarning) if kept is None else _nothing():
+        kept = results.load(out)
+    assert 4 <= len(kept) < 11
+    done = subprocess.run(cmd[:-2] + ["--resume", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    final = results.load(out)
+    assert len(final) == 11 and final["key"].is_unique
+    assert list(final["setting"][: len(kept)]) == list(kept["setting"])  # nothing measured was lost
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
+    from cltune.errors import UserError
+
+    path = tmp_path / "locked.csv"
+    with results.ResultsFile(path):
+        with pytest.raises(UserError, match="another cltune sweep is writing to this results file"):
+            results.ResultsFile(path)
+    results.ResultsFile(path).close()  # released when the first sweep ends

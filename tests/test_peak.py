@@ -1,0 +1,78 @@
+"""`cltune peak` measures plausible peaks, stores them under $CLTUNE_HOME keyed by device, platform
+and driver, and the roofline finds them for the device named in a results CSV."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from cltune import peakstore
+from cltune.cli import main
+from cltune.errors import UserError
+
+
+def entry(name="dev", platform="plat", driver="1.10", gflops=10.0):
+    return {"device": {"name": name, "platform": platform, "driver": driver}, "gflops": gflops, "gbps": 2.0}
+
+
+def test_peak_cli_measures_plausible_figures_and_stores_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+    out = tmp_path / "peak.json"
+    res = CliRunner().invoke(main, ["peak", "--repeat", "3", "--target-ms", "5", "--buffer-mib", "16",
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    saved = json.loads(out.read_text())
+    assert 0.5 < saved["gflops"] < 10_000 and 0.1 < saved["gbps"] < 10_000
+    assert set(saved["compute"]) == {f"compute_v{w}" for w in (1, 2, 4, 8, 16)}
+    for fig in [*saved["compute"].values(), *saved["bandwidth"].values()]:
+        assert fig["best"] >= fig["median"] > 0  # best launch is the fastest one
+    assert saved["gflops"] == max(f["best"] for f in saved["compute"].values())
+    assert f"{saved['gflops']:.2f} GFLOP/s" in res.output
+    dev = saved["device"]
+    stored = peakstore.lookup(dev["name"], dev["platform"], dev["driver"])
+    assert stored is not None and stored["gflops"] == saved["gflops"]
+    assert (tmp_path / "home" / "peaks.json").is_file()
+    # the key a results row carries finds it (guards a mismatch between the two key spellings)
+    df = pd.DataFrame([{"device": dev["name"], "platform": dev["platform"], "driver": dev["driver"]}])
+    assert peakstore.for_results(df)["gbps"] == saved["gbps"]
+
+
+def test_store_keys_by_device_platform_and_driver(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path))
+    peakstore.save(entry(gflops=10.0))
+    peakstore.save(entry(driver="2.0", gflops=20.0))
+    peakstore.save(entry(gflops=11.0))  # re-measured: replaces the first
+    assert peakstore.lookup("dev", "plat", "1.10")["gflops"] == 11.0
+    assert peakstore.lookup("dev", "plat", "2.0")["gflops"] == 20.0
+    assert peakstore.lookup("dev", "plat", 2.0)["gflops"] == 20.0  # pandas read the driver as a float
+    assert peakstore.lookup("dev", "other", "1.10") is None
+    assert len(json.loads((tmp_path / "peaks.json").read_text())) == 2
+
+
+def test_home_defaults_to_the_user_cache(monkeypatch):
+    monkeypatch.delenv("CLTUNE_HOME", raising=False)
+    assert str(peakstore.home()).endswith(".cache/cltune")
+
+
+def test_bad_store_and_bad_peaks_file_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path))
+    (tmp_path / "peaks.json").write_text("{oops")
+    with pytest.raises(UserError, match="peaks.json: not valid JSON"):
+        peakstore.lookup("dev", "plat", "1")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"gflops": 3.0}))
+    with pytest.raises(UserError, match="positive number 'gbps'"):
+        peakstore.load_file(bad)
+
+
+def test_a_width_the_driver_cannot_build_is_reported_and_the_others_still_count(monkeypatch):
+    from cltune import peak
+
+    source = peak.read_kernel("peak.cl") + "\n#if WIDTH == 2\n#error no float2 here\n#endif\n"
+    monkeypatch.setattr(peak, "read_kernel", lambda name: source)
+    opts = peak.PeakOptions(repeat=2, target_ms=1.0, buffer_mib=4, widths=(1, 2))
+    entry = peak.measure(None, opts)
+    assert list(entry["compute"]) == ["compute_v1"] and list(entry["failed"]) == ["v2"]
+    assert "no float2 here" in entry["failed"]["v2"]
+    assert entry["gflops"] == entry["compute"]["compute_v1"]["best"] > 0

@@ -1,0 +1,195 @@
+"""The tuning loop with a fake device: spaces, device limits, strategies' budgets, resume, best."""
+
+import json
+
+import pytest
+
+from cltune import best, config, results, tune
+from cltune.records import Status
+from cltune.sweep import Budget, Sweep
+
+from .fakes import FAKE_INFO, FakeBackend, fake_cost
+
+
+def make_config(budget=None, strategy="random", extra_space=None, settings=True, **run):
+    data = {
+        "name": "fake",
+        "problem": {"input": [1, 4, 8, 8], "weight": [4, 4, 3, 3], "padding": 1},
+        "run": {"strategy": strategy, "repeat": 2, "warmup": 0, **run},
+        "space": [extra_space or {
+            "family": "conv2d",
+            "params": {"MACROS": [0, 1, 4], "UNROLL": [0, 1, 2], "MATH": ["plain", "fma"],
+                       "LWS_X": [0, 2, 4, 8], "LWS_Y": [0, 64]},
+            "constraints": {"unroll_needs_filter": "UNROLL == 0 or MACROS >= 1",
+                            "lws_all_or_none": "(LWS_X == 0) == (LWS_Y == 0)"},
+        }],
+    }
+    if budget:
+        data["run"]["budget"] = budget
+    if settings:
+        data["setting"] = [{"name": "normal"}]
+    return config.parse(data, "fake.toml")
+
+
+def valid_keys(cfg, device=FAKE_INFO):
+    return {s.key for s in cfg.spaces[0].valid_settings(cfg.problem, device)}
+
+
+def test_constraints_and_device_limits_prune_the_space():
+    cfg = make_config()
+    space = cfg.spaces[0]
+    assert space.size == 3 * 3 * 2 * 4 * 2
+    valid = space.valid_settings(cfg.problem, FAKE_INFO)
+    for s in valid:
+        v = s.values
+        assert v["UNROLL"] == 0 or v["MACROS"] >= 1
+        assert (v["LWS_X"] == 0) == (v["LWS_Y"] == 0)
+        assert v["LWS_X"] * v["LWS_Y"] <= FAKE_INFO.max_work_group_size  # 8 x 64 = 512 is gone
+    assert not any(s.values["LWS_X"] == 8 and s.values["LWS_Y"] == 64 for s in valid)
+    reason = space.reject_reason({"MACROS": 0, "UNROLL": 0, "MATH": "plain", "LWS_X": 8, "LWS_Y": 64},
+                                 cfg.problem, FAKE_INFO)
+    assert reason == "device limit: work-group of 512 > max work-group size 256"
+
+
+def test_problem_values_are_usable_in_constraints():
+    cfg = make_config(extra_space={"family": "conv2d", "params": {"LWS_X": [1, 2, 4, 8, 16]},
+                                   "constraints": {"fits_width": "LWS_X <= out_w"}})
+    assert sorted(s.values["LWS_X"] for s in cfg.spaces[0].valid_settings(cfg.problem)) == [1, 2, 4, 8]
+
+
+def run_fake(cfg, tmp_path, backend=None, **opts):
+    backend = backend or FakeBackend()
+    res = tune.run(cfg, tune.Options(isolation=False, out=tmp_path / "r.csv", **opts), backend=backend)
+    return backend, res
+
+
+def search_keys(backend, cfg):
+    return [s.key for s in backend.measured if s.name != "normal"]
+
+
+def test_exhaustive_measures_every_valid_setting_once(tmp_path):
+    cfg = make_config(strategy="exhaustive")
+    backend, _ = run_fake(cfg, tmp_path, rerank=0)
+    keys = search_keys(backend, cfg)
+    assert len(keys) == len(set(keys)) and set(keys) == valid_keys(cfg)
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe"])
+def test_budget_counts_measured_settings_only_and_never_repeats(tmp_path, strategy):
+    cfg = make_config(budget=12, strategy=strategy)
+    backend, res = run_fake(cfg, tmp_path, rerank=0)
+    keys = search_keys(backend, cfg)
+    assert len(keys) == 12 and len(set(keys)) == 12
+    assert set(keys) <= valid_keys(cfg)  # constraint-rejected points were never measured
+    assert {r["strategy"] for r in res.rows if r["setting"] != "normal"} == {strategy}
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe"])
+def test_same_seed_same_sequence(tmp_path, strategy):
+    cfg = make_config(budget=8, strategy=strategy)
+    a, _ = run_fake(cfg, tmp_path / "a", rerank=0)
+    b, _ = run_fake(cfg, tmp_path / "b", rerank=0)
+    c, _ = run_fake(cfg, tmp_path / "c", rerank=0, seed=99)
+    assert search_keys(a, cfg) == search_keys(b, cfg) != search_keys(c, cfg)
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe", "exhaustive"])
+def test_budget_larger_than_the_space_measures_it_all_and_stops(tmp_path, strategy):
+    space = {"family": "conv2d", "params": {"MACROS": [0, 1], "UNROLL": [0, 1]},
+             "constraints": {"unroll": "UNROLL == 0 or MACROS >= 1"}}
+    cfg = make_config(budget=50, strategy=strategy, extra_space=space)
+    backend, _ = run_fake(cfg, tmp_path, rerank=0)
+    assert sorted(search_keys(backend, cfg)) == sorted(valid_keys(cfg))  # 3 settings, once each
+
+
+def test_time_limit_stops_the_search():
+    ticks = iter(range(1000))
+    backend = FakeBackend()
+    cfg = make_config()
+    sweep = Sweep(lambda s, up: backend.measure(cfg.problem, s, cfg.timing),
+                  lambda s: s.key, lambda m, phase: _outcome(m), clock=lambda: next(ticks))
+    sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "random", Budget(seconds=5), 0)
+    # the clock reads 0 at the start and ticks once per check: checks at 1..4 measure, 5 stops
+    assert len(backend.measured) == 4
+
+
+def _outcome(m):
+    from cltune.sweep import Outcome
+
+    return Outcome(m.setting, str(m.status), m.rounds[0].run_ms if m.rounds else None)
+
+
+def test_failed_settings_are_rows_and_the_search_goes_on(tmp_path):
+    cfg = make_config(strategy="exhaustive")
+    order = cfg.spaces[0].valid_settings(cfg.problem, FAKE_INFO)
+    fail = {order[1].params_json: Status.CRASHED, order[2].params_json: Status.BUILD_ERROR}
+    backend, res = run_fake(cfg, tmp_path, FakeBackend(fail=fail), rerank=0)
+    df = results.load(tmp_path / "r.csv")
+    assert len(df) == 1 + len(order)
+    assert sorted(df["status"].unique()) == ["build_error", "crashed", "ok"]
+    assert (df[df["status"] == "crashed"]["error"] == "fake crashed").all()
+
+
+def test_resume_after_a_crash_mid_write_measures_only_what_is_missing(tmp_path):
+    cfg = make_config(budget=6, strategy="random")
+    first, _ = run_fake(cfg, tmp_path, rerank=0)
+    path = tmp_path / "r.csv"
+    data = path.read_bytes()
+    path.write_bytes(data[:-25])  # the last row was being written when the power went
+    again = FakeBackend()
+    with pytest.warns(results.TruncatedLineWarning):
+        tune.run(cfg, tune.Options(isolation=False, resume=path, rerank=0), backend=again)
+    assert [s.key for s in again.measured] == [first.measured[-1].key]
+    df = results.load(path)
+    assert len(df) == 7 and df["key"].is_unique
+    third = FakeBackend()
+    tune.run(cfg, tune.Options(isolation=False, resume=path, rerank=0), backend=third)
+    assert third.measured == []
+
+
+def test_resume_does_not_match_another_device_or_driver(tmp_path):
+    from dataclasses import replace
+
+    cfg = make_config(budget=4)
+    run_fake(cfg, tmp_path, rerank=0)
+    other = FakeBackend(info=replace(FAKE_INFO, driver="2.0"))
+    tune.run(cfg, tune.Options(isolation=False, resume=tmp_path / "r.csv", rerank=0), backend=other)
+    assert len(other.measured) == 5  # baseline + budget, all measured again
+
+
+def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
+    cfg = make_config(budget=10, rerank=3, rerank_repeat=4)
+    backend, res = run_fake(cfg, tmp_path)
+    assert len(backend.interleaved) == 1
+    chosen = backend.interleaved[0]
+    assert "normal" in [s.name for s in chosen] and len(chosen) == 4
+    ranked = [r["run_ms_median"] for r in res.ranking]
+    assert ranked == sorted(ranked) and res.ranking[0]["phase"] == "rerank"
+    assert res.ranking[0]["run_ms_median"] == min(fake_cost(s.values) for s in backend.measured)
+
+
+def test_best_database_round_trip(tmp_path):
+    cfg = make_config(budget=10)
+    _, res = run_fake(cfg, tmp_path)
+    db = tmp_path / "best.json"
+    path, entries = best.update([tmp_path / "r.csv"], db)
+    assert len(entries) == 1
+    entry = best.best_setting("Fake GPU", cfg.problem, db)
+    assert entry["setting"] == res.ranking[0]["setting"]
+    assert entry["speedup"] == pytest.approx(fake_cost({}) / res.ranking[0]["run_ms_median"])
+    assert json.loads(db.read_text())["devices"]
+    assert best.best_setting("Other GPU", cfg.problem, db) is None
+
+
+def test_spread_above_the_threshold_flags_a_row_noisy():
+    from cltune.problem import Problem
+    from cltune.records import Measurement, Round
+    from cltune.space import Setting
+
+    problem = Problem.from_shapes((1, 1, 4, 4), (1, 1, 3, 3))
+    steady = tuple(Round(0, 0, t, t) for t in (1.0, 1.01, 0.99, 1.0))
+    jumpy = tuple(Round(0, 0, t, t) for t in (1.0, 1.6, 0.7, 1.0))
+    rows = [results.to_row(Measurement(Setting.make(n, "conv2d"), Status.OK, rounds=r), FAKE_INFO,
+                           problem, "t", noisy_cv=0.10) for n, r in (("a", steady), ("b", jumpy))]
+    assert [r["noisy"] for r in rows] == [False, True]
+    assert rows[1]["run_ms_cv"] > 0.10 and rows[1]["run_ms_min"] == 0.7 and rows[1]["run_ms_max"] == 1.6
