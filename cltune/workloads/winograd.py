@@ -112,7 +112,7 @@ class WinogradFamily(Family):
         for F(4x4,3x3) (9 for the direct sum: F(4x4)'s larger entries are what costs), and each
         term meets at most n = C + 2 nnz(B^T row) + 2 nnz(A^T row) + 3 roundings, so
         |err| <= n u * C * E_m max|w| max|x|. Both bounds grow with the reduction length; the
-        absolute ones are ~1e4 times pessimistic for random data, so the tolerance is the config's,
+        absolute ones are 1e4-1e5 times pessimistic for random data, so the tolerance is the config's,
         scaled by their ratio n C E_m / ((9C + 1) 9C) when that exceeds 1 (about E_m / 81 for large
         C: 1 for F(2x2), 29.6 for F(4x4) on the study's C = 512; more for small C).
         """
