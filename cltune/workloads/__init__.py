@@ -147,6 +147,12 @@ class Family:
         `problem.flops` (e.g. Winograd's transforms and element-wise products), else None."""
         return None
 
+    def weight_bytes(self, problem, p: dict) -> int:
+        """Device memory the weights take in the form the kernel reads them."""
+        import numpy as np
+
+        return 4 * int(np.prod(problem.weight_shape))
+
     def defines(self, problem, p: dict) -> dict:
         raise NotImplementedError
 

@@ -65,6 +65,9 @@ class DiagonalwiseFamily(Family):
         std = refactored_problem(problem)
         return self.inner.real_flops(std, p) or std.flops
 
+    def weight_bytes(self, problem, p):
+        return refactored_weight_bytes(problem)
+
     def defines(self, problem, p):
         return self.inner.defines(refactored_problem(problem), p)
 
