@@ -12,16 +12,13 @@ import pandas as pd
 from . import results
 from .errors import UserError
 from .paths import home
+from .peakstore import device_key
 
 VERSION = 1
 
 
 def default_path() -> Path:
     return home() / "best.json"
-
-
-def device_key(name: str, platform: str, driver: str) -> str:
-    return f"{name} | {platform} | {driver}"
 
 
 def pick(df: pd.DataFrame) -> list[dict]:

@@ -18,4 +18,5 @@ def home() -> Path:
     """cltune's own data (best-config database, measured device peaks): $CLTUNE_HOME or ~/.cache/cltune."""
     import os
 
-    return Path(os.environ.get("CLTUNE_HOME") or Path.home() / ".cache" / "cltune")
+    env = os.environ.get("CLTUNE_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "cltune"

@@ -11,14 +11,9 @@ import os
 from pathlib import Path
 
 from .errors import UserError
+from .paths import home
 
 STORE_NAME = "peaks.json"
-
-
-def home() -> Path:
-    """cltune's data directory: $CLTUNE_HOME, default ~/.cache/cltune."""
-    env = os.environ.get("CLTUNE_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "cltune"
 
 
 def store_path() -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import __version__
+from . import roofline
 from .errors import UserError
 from .records import Measurement, Status
 
@@ -28,7 +29,8 @@ COLUMNS = (
      "build_options",
      "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
-    + ["run_ms_cv", "gflops", "real_gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
+    + ["run_ms_cv", "gflops", "real_gflops", "gbps", "intensity", "peak_gflops", "peak_gbps",
+       "compute_share", "roof_share", "bound", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
        "cltune_version", "source_hash", "key"]
 )
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
@@ -55,7 +57,7 @@ def _stats(values: list[float]) -> dict:
 
 
 def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.10,
-           extra: dict | None = None) -> dict:
+           extra: dict | None = None, peaks: dict | None = None) -> dict:
     """One results row: the setting, its provenance, its status and its timing statistics.
     `extra` sets columns the loop knows (phase, strategy, seq, baseline, and the setting's key,
     build options and source hash when the measurement itself could not report them)."""
@@ -105,6 +107,9 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         row["parts_run_ms"] = ";".join(
             f"{name}={statistics.median(r.parts[i][1] for r in m.rounds):.4f}" for i, name in enumerate(names))
         row["run_ms_samples"] = " ".join(f"{v:.4f}" for v in runs)
+    fig = roofline.figures(row, peaks)  # the share of the device's peak when `cltune peak` measured it
+    for key in ("intensity", "peak_gflops", "peak_gbps", "compute_share", "roof_share", "bound"):
+        row[key] = fig[key]
     return {c: row.get(c) for c in COLUMNS}
 
 

@@ -101,7 +101,10 @@ def _identity(info, problem):
 
 
 def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
+    from . import peakstore
+
     info, problem = backend.info, cfg.problem
+    peaks = peakstore.lookup(info.name, info.platform, info.driver)
     path = Path(opts.resume or opts.out or default_path(cfg, info))
     ident = _identity(info, problem)
     res = Result(path)
@@ -113,7 +116,7 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
         def record(m: Measurement, phase: str) -> Outcome:
             extra = {"phase": phase, "strategy": strategy[0], "seq": len(res.rows),
                      "baseline": cfg.baseline or "", **ident(m.setting)}
-            row = results.to_row(m, info, problem, cfg.name, timing.noisy_cv, extra)
+            row = results.to_row(m, info, problem, cfg.name, timing.noisy_cv, extra, peaks)
             sink.append(row)
             res.rows.append(row)
             on_row(row)

@@ -193,3 +193,17 @@ def test_spread_above_the_threshold_flags_a_row_noisy():
                            problem, "t", noisy_cv=0.10) for n, r in (("a", steady), ("b", jumpy))]
     assert [r["noisy"] for r in rows] == [False, True]
     assert rows[1]["run_ms_cv"] > 0.10 and rows[1]["run_ms_min"] == 0.7 and rows[1]["run_ms_max"] == 1.6
+
+
+def test_rows_carry_roofline_figures_and_the_share_of_a_measured_peak(tmp_path, monkeypatch):
+    from cltune import peakstore
+
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+    peakstore.save({"device": {"name": FAKE_INFO.name, "platform": FAKE_INFO.platform,
+                               "driver": FAKE_INFO.driver}, "gflops": 100.0, "gbps": 10.0})
+    cfg = make_config(budget=2)
+    _, res = run_fake(cfg, tmp_path, rerank=0)
+    row = res.rows[0]
+    assert row["intensity"] == pytest.approx(cfg.problem.flops / cfg.problem.min_bytes)
+    assert row["peak_gflops"] == 100.0 and row["compute_share"] == pytest.approx(row["gflops"] / 100.0)
+    assert row["bound"] in ("compute", "memory") and 0 < row["roof_share"]
