@@ -93,9 +93,11 @@ def best_per_family(csv_path: Path) -> dict[str, dict]:
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
     spaces = tuple(s for s in cfg.spaces if s.valid_settings(problem))
-    if not spaces:
+    if not spaces and not cfg.settings:
         return {}
-    layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, settings=(), baseline=None,
+    # The config's [[setting]]s (e.g. each family's built-in settings) are measured as well, so the
+    # search starts from known good points.
+    layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, baseline=None,
                         spaces=spaces, layers=())
     path = out_dir / f"{layer_cfg.name}.csv"
     tune.run(layer_cfg, replace(opts, out=None if opts.resume else path, rerank=0,
@@ -138,12 +140,15 @@ def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> lis
     rows = []
     for c in contenders:
         m = med[c.name]
-        moved = None
+        moved = weights = None
         if c.family:
             fam = get_family(c.family)
-            moved = epilogue.bytes_moved(problem, fam.fusable, fam.resolve(json.loads(c.params))["FUSE"])
+            values = fam.resolve(json.loads(c.params))
+            moved = epilogue.bytes_moved(problem, fam.fusable, values["FUSE"])
+            weights = fam.weight_bytes(problem, values)
         rows.append({"layer": layer, "kind": kind, "problem": problem.key, "contender": c.name,
                      "family": c.family, "setting": c.setting, "params": c.params, "bytes_model": moved,
+                     "weight_bytes": weights,
                      "ms_median": m, "ms_min": min(times[c.name]), "gflops": problem.flops / (m * 1e6),
                      "vs_torch": med["torch"] / m if "torch" in med else math.nan,
                      "vs_numpy": med["numpy"] / m, "best_cltune": c.name == best})
@@ -192,6 +197,15 @@ def format_summary(df: pd.DataFrame) -> str:
             lines.append(f"  {u['layer']:<24} {f['contender']:<22} fused {f['ms_median']:8.3f} ms "
                          f"({f['bytes_model'] / 1e6:6.2f} MB)  unfused {u['ms_median']:8.3f} ms "
                          f"({u['bytes_model'] / 1e6:6.2f} MB)  {u['ms_median'] / f['ms_median']:.2f}x")
+    diag = df[df["family"].fillna("").str.startswith("diagonalwise_")]
+    if len(diag):
+        lines.append("diagonalwise refactorization: its block-diagonal weights against the depthwise ones:")
+        for _, d in diag.iterrows():
+            dw = df[(df["layer"] == d["layer"]) & (df["family"] == "depthwise")]
+            vs = (f"; the depthwise kernel: {dw['ms_median'].iloc[0]:.3f} ms, weights "
+                  f"{dw['weight_bytes'].iloc[0] / 1e6:.4f} MB") if len(dw) else ""
+            lines.append(f"  {d['layer']:<16} {d['contender']:<30} {d['ms_median']:8.3f} ms, weights "
+                         f"{d['weight_bytes'] / 1e6:.3f} MB{vs}")
     for kind, group in best.groupby("kind"):
         lines.append(f"geometric mean over {len(group)} {kind} layers: best cltune kernel "
                      f"{geomean(group['vs_torch']):.2f}x torch, {geomean(group['vs_numpy']):.2f}x numpy "

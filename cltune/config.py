@@ -22,7 +22,7 @@ TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
-SETTING_KEYS = {"name", "family", "params"}
+SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}
 LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
 LAYER_KINDS = ("dense", "depthwise")
@@ -214,10 +214,18 @@ def _problem(c: _Checker, t: dict, where: str = "problem.") -> Problem:
 
 
 def _settings(c: _Checker, data: dict) -> list[Setting]:
-    from .workloads import get_family
+    from .workloads import builtin_settings, get_family
 
     out = []
     for where, entry, name in _named(c, data, "setting", SETTING_KEYS):
+        named = c.get(entry, "builtin", str, where, None, expected="the name of a built-in setting")
+        if named is not None:
+            known = builtin_settings()
+            if named not in known or {"family", "params"} & set(entry):
+                c.fail(f"{where}builtin", f"expected a built-in setting name ({', '.join(known)}) and no "
+                                          f"family or params beside it, got {named!r}")
+            out.append(Setting.make(name, *known[named]))
+            continue
         family_name = c.get(entry, "family", str, where, DEFAULT_FAMILY, expected="a kernel family name")
         try:
             family = get_family(family_name)

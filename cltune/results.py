@@ -24,11 +24,11 @@ TIMES = ("queue", "submit", "run", "total")
 COLUMNS = (
     ["time", "config", "device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz",
      "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
-     "flops", "min_bytes", "bytes_model", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
+     "flops", "real_flops", "min_bytes", "bytes_model", "weight_bytes", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
      "build_options",
      "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
-    + ["run_ms_cv", "gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
+    + ["run_ms_cv", "gflops", "real_gflops", "gbps", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
        "cltune_version", "source_hash", "key"]
 )
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
@@ -63,7 +63,8 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
     from .workloads import epilogue, get_family
 
     family = get_family(m.setting.family)
-    fuse = family.resolve(m.setting.values)["FUSE"]
+    values = family.resolve(m.setting.values)
+    fuse = values["FUSE"]
     row = {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
         "device": info.name, "platform": info.platform, "driver": info.driver,
@@ -74,6 +75,8 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "dilation": f"{p.dilation_h}x{p.dilation_w}", "groups": p.groups,
         "flops": p.flops, "min_bytes": p.min_bytes,
         "bytes_model": epilogue.bytes_moved(p, family.fusable, fuse),
+        "real_flops": family.real_flops(p, values) or p.flops,
+        "weight_bytes": family.weight_bytes(p, values),
         "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
         "build_options": m.build_options, "status": str(m.status), "error": m.error,
         "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,
@@ -95,7 +98,8 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         row["run_ms_cv"] = cv
         row["noisy"] = cv > noisy_cv
         if med > 0:
-            row["gflops"] = p.flops / (med * 1e6)
+            row["gflops"] = p.flops / (med * 1e6)  # effective: the direct convolution's FLOPs
+            row["real_gflops"] = row["real_flops"] / (med * 1e6)
             row["gbps"] = p.min_bytes / (med * 1e6)
         names = [name for name, _ in m.rounds[0].parts]
         row["parts_run_ms"] = ";".join(

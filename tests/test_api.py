@@ -6,6 +6,7 @@ import pytest
 import cltune
 from cltune.errors import UserError
 from cltune.problem import Problem, reference_conv2d
+from cltune.workloads import builtin_settings, get_family
 
 torch = pytest.importorskip("torch")
 
@@ -13,7 +14,20 @@ CASES = [
     dict(x=(2, 3, 9, 7), w=(4, 3, 3, 3), stride=1, padding=1, dilation=1),
     dict(x=(1, 5, 10, 11), w=(2, 5, 3, 1), stride=(2, 1), padding=(0, 2), dilation=(2, 3)),
     dict(x=(6, 5, 7), w=(3, 6, 1, 1), stride=2, padding=0, dilation=1),  # unbatched input
+    # depthwise: channel multiplier 1 (MobileNet's 3x3 stride 2) and 2 with dilation, unbatched
+    dict(x=(2, 6, 11, 9), w=(6, 1, 3, 3), stride=2, padding=1, dilation=1, groups=6),
+    dict(x=(4, 9, 8), w=(8, 1, 3, 3), stride=1, padding=(2, 1), dilation=(2, 1), groups=4),
 ]
+
+
+def accepts(setting: str, case: dict) -> bool:
+    """Whether the setting's family can run the case (its check() finds no reason to refuse)."""
+    family, params = builtin_settings()[setting]
+    fam = get_family(family)
+    x = case["x"] if len(case["x"]) == 4 else (1,) + case["x"]
+    problem = Problem.from_shapes(x, case["w"], case["stride"], case["padding"], case["dilation"],
+                                  case.get("groups", 1))
+    return fam.reject_reason(problem, fam.resolve(params), None) is None
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -24,7 +38,13 @@ def test_matches_torch(case, setting, with_bias):
     x = rng.standard_normal(case["x"]).astype(np.float32)
     w = rng.standard_normal(case["w"]).astype(np.float32)
     b = rng.standard_normal(case["w"][0]).astype(np.float32) if with_bias else None
-    kw = dict(stride=case["stride"], padding=case["padding"], dilation=case["dilation"])
+    kw = dict(stride=case["stride"], padding=case["padding"], dilation=case["dilation"],
+              groups=case.get("groups", 1))
+    if not accepts(setting, case):
+        # A setting whose family cannot run the layer says so in one line instead of computing.
+        with pytest.raises(UserError, match=f"setting {setting!r} cannot run"):
+            cltune.conv2d(x, w, b, setting=setting, **kw)
+        return
     got = cltune.conv2d(x, w, b, setting=setting, **kw)
     want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
                                       None if b is None else torch.from_numpy(b), **kw).numpy()
@@ -35,6 +55,12 @@ def test_matches_torch(case, setting, with_bias):
 def test_settings_lists_the_ladder_in_order():
     assert cltune.settings()[:3] == ["normal", "macros_s1", "macros_s2"]
     assert "split" in cltune.settings()
+
+
+def test_every_setting_runs_some_case():
+    # A named setting no case exercises would only ever be tested for its refusal.
+    for setting in cltune.settings():
+        assert any(accepts(setting, case) for case in CASES), setting
 
 
 def test_non_contiguous_input_is_made_contiguous_like_torch():

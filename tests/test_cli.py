@@ -96,3 +96,18 @@ def test_missing_config_and_bad_device_are_one_line():
     assert res.exit_code == 2 and "no OpenCL device matches 'no-such-gpu'" in res.output
     res = CliRunner().invoke(main, ["sweep", "quick", "--device", "99"])
     assert res.exit_code == 2 and "device index 99 is out of range" in res.output
+
+
+def test_a_setting_can_name_a_builtin(tmp_path):
+    from cltune import config
+    from cltune.workloads import builtin_settings
+
+    path = tmp_path / "b.toml"
+    path.write_text("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 2, 3, 3]\n"
+                    "[[setting]]\nname = 'mine'\nbuiltin = 'unroll_s1'\n")
+    s = config.load(str(path)).settings[0]
+    assert (s.name, s.family, s.values) == ("mine", *builtin_settings()["unroll_s1"])
+    path.write_text("[problem]\ninput = [1, 2, 5, 5]\nweight = [2, 2, 3, 3]\n"
+                    "[[setting]]\nname = 'mine'\nbuiltin = 'fastest'\n")
+    res = CliRunner().invoke(main, ["settings", str(path)])
+    assert res.exit_code == 2 and "setting[0].builtin: expected a built-in setting name" in res.output

@@ -54,7 +54,8 @@ def test_worker_killed_mid_measurement_is_recorded_and_replaced():
         first_pid = worker.pid()
         killer = threading.Timer(2.0, lambda: os.kill(first_pid, signal.SIGKILL))
         killer.start()
-        m = worker.measure(problem, Setting.make("busy", "faults", {"FAULT": 4}), Timing(0, 1))
+        # It would hang until the 60 s timeout; the kill after 2 s must be what ends it.
+        m = worker.measure(problem, Setting.make("busy", "faults", {"FAULT": 1}), Timing(0, 1))
         killer.join()
         assert m.status == Status.CRASHED and "SIGKILL" in m.error
         after = worker.measure(problem, Setting.make("fine", "faults", {}), Timing(0, 1))

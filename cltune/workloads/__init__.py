@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import ClassVar
 
 from ..errors import UserError
 from ..paths import data_dir
@@ -83,6 +84,9 @@ class Family:
     params: tuple[Param, ...] = ()
     named: dict = field(default_factory=dict)  # built-in named settings: name -> params
     fusable: tuple = ("bias",)  # epilogue steps its kernel applies in its output write (a prefix)
+    # A standard family computes groups=1 convs from bufs.w as [K, C, R, S]; diagonalwise.py wraps
+    # each one so it also runs depthwise layers. Families that are not (depthwise, the wrappers) say so.
+    standard: ClassVar[bool] = True
 
     def all_params(self) -> dict[str, Param]:
         return {p.name: p for p in self.params + GENERIC_PARAMS}
@@ -138,6 +142,17 @@ class Family:
         than a direct sum (e.g. Winograd) widens the config's tolerance by its known error growth."""
         return rtol, atol
 
+    def real_flops(self, problem, p: dict) -> int | None:
+        """The FLOPs the setting really computes where they differ from the direct count
+        `problem.flops` (e.g. Winograd's transforms and element-wise products), else None."""
+        return None
+
+    def weight_bytes(self, problem, p: dict) -> int:
+        """Device memory the weights take in the form the kernel reads them."""
+        import numpy as np
+
+        return 4 * int(np.prod(problem.weight_shape))
+
     def defines(self, problem, p: dict) -> dict:
         raise NotImplementedError
 
@@ -181,4 +196,7 @@ BUILTIN_ORDER = ("conv2d", "direct", "im2col_gemm", "implicit_gemm", "winograd",
 
 
 def _load_builtin() -> None:
-    from . import conv2d, direct, gemm  # noqa: F401  (register themselves)
+    from . import conv2d, depthwise, direct, gemm, winograd  # noqa: F401  (register themselves)
+    from .diagonalwise import wrap_standard_families
+
+    wrap_standard_families()  # keep last: wraps every standard family imported above
