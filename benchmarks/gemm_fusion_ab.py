@@ -27,7 +27,7 @@ import numpy as np
 from cltune.measure import Runner
 from cltune.problem import Problem
 from cltune.space import Setting
-from cltune.workloads import FAMILIES, builtin_settings, get_family, read_kernel, register
+from cltune.workloads import FAMILIES, builtin_settings, get_family, register
 
 LAYERS = {
     "study": dict(input_shape=(1, 512, 13, 13), weight_shape=(1024, 512, 3, 3), padding=1),
@@ -59,9 +59,9 @@ def register_old(family: str, rev: str) -> str:
     if name in FAMILIES:
         return name
     fam = get_family(family)
-    text = "\n".join([read_kernel("epilogue.cl")] + [subprocess.run(
-        ["git", "show", f"{rev}:kernels/{f}"], check=True, capture_output=True, text=True).stdout
-        for f in fam.sources])
+    text = "\n".join(subprocess.run(["git", "show", f"{rev}:kernels/{f}"], check=True,
+                                    capture_output=True, text=True).stdout
+                     for f in ("epilogue.cl",) + fam.sources)
     cls = type("OldSource", (type(fam),), {"source": lambda self: text})
     values = {f.name: getattr(fam, f.name) for f in fields(fam)}
     register(cls(**{**values, "name": name, "named": {}}))
@@ -86,6 +86,46 @@ def race(calls: dict, rounds: int, repeat: int) -> dict[str, tuple[list, list]]:
     return times
 
 
+def contenders(args) -> dict[str, tuple[str, dict]]:
+    """label -> (family, params): each setting at each FUSE level, and on the old kernels."""
+    out = {}
+    for text in args.settings or DEFAULT_SETTINGS:
+        family, params = parse_setting(text)
+        variants = [(text, family, params)]
+        if args.fuse:
+            variants = [(f"{text} FUSE={f}", family, {**params, "FUSE": int(f)})
+                        for f in args.fuse.split(",")]
+        for label, fam, p in list(variants):
+            if args.old:
+                variants.append((f"{label} @{args.old}", register_old(fam, args.old), p))
+        out.update({label: (fam, p) for label, fam, p in sorted(variants, key=lambda v: v[0])})
+    return out
+
+
+def compare_outputs(runner, problem, settings: dict, rev: str) -> None:
+    """The same setting on both kernel sources must give the same bits."""
+    for label, setting in settings.items():
+        if label.endswith(f" @{rev}"):
+            continue
+        new = runner.run_once(problem, setting)
+        old = runner.run_once(problem, settings[f"{label} @{rev}"])
+        same = np.array_equal(new, old)
+        print(f"  {label}: output {'bit-identical to' if same else 'DIFFERS from'} @{rev}"
+              + ("" if same else f" (max |diff| {np.max(np.abs(new - old)):.3g})"))
+
+
+def print_table(times: dict, rev: str | None) -> None:
+    med = {label: (statistics.median(w), statistics.median(c)) for label, (w, c) in times.items()}
+    print(f"{'contender':<52} {'wall med':>9} {'wall min':>9} {'cpu med':>9}  "
+          f"vs {'@' + rev if rev else 'first'}")
+    first = next(iter(med.values()))
+    for label, (wall, _) in times.items():
+        w, c = med[label]
+        ref = med.get(f"{label} @{rev}", (w, c)) if rev else first
+        print(f"{label:<52} {w:9.2f} {min(wall):9.2f} {c:9.2f}  wall {w / ref[0]:.3f} "
+              f"cpu {c / ref[1]:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layer", default="study", choices=sorted(LAYERS))
@@ -97,40 +137,22 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.old and (args.activation != "none" or args.pool != 1):
+        # the old kernels may not apply what today's family says they fuse (and would write a
+        # whole conv output into the pooled one's buffer)
+        ap.error("--old compares kernels on layers without an epilogue: drop --activation/--pool")
 
     problem = Problem.from_shapes(**LAYERS[args.layer], activation=args.activation, pool=args.pool)
     runner = Runner(rtol=1e-3, atol=1e-3)
-    settings, calls = {}, {}
-    for text in args.settings or DEFAULT_SETTINGS:
-        family, params = parse_setting(text)
-        variants = [(text, family, params)]
-        if args.fuse:
-            variants = [(f"{text} FUSE={f}", family, {**params, "FUSE": int(f)})
-                        for f in args.fuse.split(",")]
-        for label, fam, p in list(variants):
-            if args.old:
-                variants.append((f"{label} @{args.old}", register_old(fam, args.old), p))
-        for label, fam, p in sorted(variants, key=lambda v: v[0]):
-            settings[label] = Setting.make(label, fam, p)
-            calls[label] = runner.launcher(problem, settings[label])
+    settings = {label: Setting.make(label, fam, p) for label, (fam, p) in contenders(args).items()}
+    calls = {label: runner.launcher(problem, s) for label, s in settings.items()}
     print(f"{args.layer}: {problem.describe()} activation={args.activation} pool={args.pool}")
-    for label, setting in settings.items():  # the same setting on both sources: the same bits
-        if args.old and not label.endswith(f" @{args.old}"):
-            new = runner.run_once(problem, setting)
-            old = runner.run_once(problem, settings[f"{label} @{args.old}"])
-            same = np.array_equal(new, old)
-            print(f"  {label}: output {'bit-identical to' if same else 'DIFFERS from'} @{args.old}"
-                  + ("" if same else f" (max |diff| {np.max(np.abs(new - old)):.3g})"))
+    if args.old:
+        compare_outputs(runner, problem, settings, args.old)
     load0 = os.getloadavg()
     times = race(calls, args.rounds, args.repeat)
     load1 = os.getloadavg()
-    med = {label: (statistics.median(w), statistics.median(c)) for label, (w, c) in times.items()}
-    print(f"{'contender':<52} {'wall med':>9} {'wall min':>9} {'cpu med':>9}  vs {'@' + args.old if args.old else 'first'}")
-    first = next(iter(med.values()))
-    for label, (wall, _) in times.items():
-        w, c = med[label]
-        ref = med.get(f"{label} @{args.old}", (w, c)) if args.old else first
-        print(f"{label:<52} {w:9.2f} {min(wall):9.2f} {c:9.2f}  wall {w / ref[0]:.3f} cpu {c / ref[1]:.3f}")
+    print_table(times, args.old)
     print(f"load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, "
           f"after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; {args.rounds} rounds x {args.repeat}")
 
