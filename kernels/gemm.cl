@@ -35,6 +35,11 @@
 //              channel loop walks each pixel's channels contiguously; 0: from the NCHW input
 //   COL_TILED  (IMPLICIT=0) 1: the im2col matrix is stored per pixel tile [NT][Q][TN], so a
 //              work-item's B panel is contiguous; 0: row-major [Q][P]
+// The fused epilogue (epilogue.cl): the output write adds the bias and applies ACTIVATE(). With
+// POOL == 2 (TN % 4 == 0) the GEMM's columns run over the pixels of the 2x2 pooling windows in
+// window order, column 4 * w + e = element e (row e / 2, column e % 2) of pooled pixel w, so every
+// tile holds TN / 4 whole windows: it writes their max (then bias and ACTIVATE()) to TN / 4
+// consecutive pooled pixels. Floor mode: an odd conv output's last row and column are no column.
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -45,7 +50,25 @@
 #define NPIX (OUT_H * OUT_W)
 #define HW (IN_H * IN_W)
 #define Q (RS * IN_C)
-#define NT ((NPIX + TN - 1) / TN)
+#if POOL == 2
+#if TN % 4
+#error "a fused 2x2 max-pool needs TN to be a multiple of 4 (whole windows per tile)"
+#endif
+#define POOL_H (OUT_H / 2)
+#define POOL_W (OUT_W / 2)
+#define NCOLS (4 * POOL_H * POOL_W)
+#else
+#define NCOLS NPIX
+#endif
+#define NT ((NCOLS + TN - 1) / TN)
+// The conv output pixel (oh * OUT_W + ow) of GEMM column c, where B_PTR needs it: the implicit
+// GEMM gathers B by pixel; the im2col matrix is already laid out by column.
+#if POOL == 2 && IMPLICIT
+#define COL_PIXEL(c) \
+    ((2 * ((c) / 4 / POOL_W) + (c) % 4 / 2) * OUT_W + 2 * ((c) / 4 % POOL_W) + (c) % 2)
+#else
+#define COL_PIXEL(c) (c)
+#endif
 // min() is a library call on PoCL 3.0 (not inlined); a conditional is not.
 #define IMIN(a, b) ((a) < (b) ? (a) : (b))
 
@@ -199,8 +222,8 @@ inline __global const float *b_ptr(__global const float *img, __global const flo
 #define BSTEP TN
 #define B_PTR(j, rs) (src + ((n * NT + IMIN(pt, NT - 1)) * Q + (rs) * IN_C) * TN + (j))
 #else
-#define BSTEP NPIX
-#define B_PTR(j, rs) (src + (n * Q + (rs) * IN_C) * NPIX + pix[j])
+#define BSTEP NCOLS
+#define B_PTR(j, rs) (src + (n * Q + (rs) * IN_C) * NCOLS + pix[j])
 #endif
 
 // B pointers of tap rs; VEC_P=1 also notes whether the TN pixels are consecutive floats there.
@@ -268,7 +291,7 @@ inline floatv b_gather(__global const float *const *bp, const int off, const int
 // Per work-item setup: which pixels (clamped, so reads stay inside), the tile, the weight rows.
 #define TILE_SETUP(pt, kt)                                                                  \
     int pix[TN];                                                                            \
-    PRAGMA(unroll) for (int j = 0; j < TN; ++j) pix[j] = IMIN((pt) * TN + j, NPIX - 1);       \
+    PRAGMA(unroll) for (int j = 0; j < TN; ++j) pix[j] = COL_PIXEL(IMIN((pt) * TN + j, NCOLS - 1)); \
     floatv acc[A1][A2];                                                                     \
     ZERO_TILE(acc)                                                                          \
     int wrow[TM];                                                                           \
@@ -304,8 +327,10 @@ inline __global const float *w_base(__global const float *weight, const int kt, 
 #define LANE(acc, i, j) (((lanes *)&acc[j][(i) / VW])->s[(i) % VW])
 #endif
 
-// Write the tile plus bias to out[n][k][p] (pixels contiguous in each channel's plane). Tiles
-// inside the output skip the bounds checks; VEC_P=1 stores whole vectors when OUT_ALIGNED.
+// Write the tile plus bias, ACTIVATE()d, to out[n][k][p] (pixels contiguous in each channel's
+// plane). Tiles inside the output skip the bounds checks; VEC_P=1 stores whole vectors when
+// OUT_ALIGNED.
+#if POOL != 2
 inline void store_tile(__global float *out, __global const float *bias, floatv acc[A1][A2],
                        const int n, const int pt, const int kt) {
     const int p0 = pt * TN, k0 = kt * TM;
@@ -314,19 +339,47 @@ inline void store_tile(__global float *out, __global const float *bias, floatv a
 #if VEC_P && OUT_ALIGNED
         PRAGMA(unroll) for (int i = 0; i < TM; ++i)
             PRAGMA(unroll) for (int u = 0; u < A2; ++u)
-                *(__global floatv *)(o + i * NPIX + u * VW) = acc[i][u] + bias[k0 + i];
+                *(__global floatv *)(o + i * NPIX + u * VW) = ACTIVATE(acc[i][u] + bias[k0 + i]);
 #else
         PRAGMA(unroll) for (int i = 0; i < TM; ++i) {
             const float bi = bias[k0 + i];
-            PRAGMA(unroll) for (int j = 0; j < TN; ++j) o[i * NPIX + j] = LANE(acc, i, j) + bi;
+            PRAGMA(unroll) for (int j = 0; j < TN; ++j)
+                o[i * NPIX + j] = ACTIVATE(LANE(acc, i, j) + bi);
         }
 #endif
         return;
     }
     for (int i = 0; i < TM && k0 + i < OUT_C; ++i)
         for (int j = 0; j < TN && p0 + j < NPIX; ++j)
-            o[i * NPIX + j] = LANE(acc, i, j) + bias[k0 + i];
+            o[i * NPIX + j] = ACTIVATE(LANE(acc, i, j) + bias[k0 + i]);
 }
+
+#else
+// The tile's TN / 4 windows, max-pooled in registers, to TN / 4 consecutive pixels of each pooled
+// plane. The max of the raw sums comes first, then bias and ACTIVATE() once: both are
+// non-decreasing, so that is the max of the activated values. Windows past the pooled plane (the
+// last tile's overhang) are skipped; a window is either wholly inside or wholly past it.
+#define NPOOL (POOL_H * POOL_W)
+#define WMAX(acc, i, w)                                                               \
+    fmax(fmax(LANE(acc, i, 4 * (w)), LANE(acc, i, 4 * (w) + 1)),                      \
+         fmax(LANE(acc, i, 4 * (w) + 2), LANE(acc, i, 4 * (w) + 3)))
+inline void store_tile(__global float *out, __global const float *bias, floatv acc[A1][A2],
+                       const int n, const int pt, const int kt) {
+    const int w0 = pt * (TN / 4), k0 = kt * TM;
+    __global float *o = out + (n * OUT_C + k0) * NPOOL + w0;
+    if (w0 + TN / 4 <= NPOOL && k0 + TM <= OUT_C) {
+        PRAGMA(unroll) for (int i = 0; i < TM; ++i) {
+            const float bi = bias[k0 + i];
+            PRAGMA(unroll) for (int w = 0; w < TN / 4; ++w)
+                o[i * NPOOL + w] = ACTIVATE(WMAX(acc, i, w) + bi);
+        }
+        return;
+    }
+    for (int i = 0; i < TM && k0 + i < OUT_C; ++i)
+        for (int w = 0; w < TN / 4 && w0 + w < NPOOL; ++w)
+            o[i * NPOOL + w] = ACTIVATE(WMAX(acc, i, w) + bias[k0 + i]);
+}
+#endif
 
 #define GEMM_ARGS                                                                        \
     __global const float *restrict src, __global const float *restrict weight,           \

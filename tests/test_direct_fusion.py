@@ -109,7 +109,7 @@ def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer():
     from cltune.workloads import epilogue
 
     cfg = config.load("bench_fusion")
-    assert {s.family for s in cfg.spaces} == {"conv2d", "direct"}
+    assert {s.family for s in cfg.spaces} == {"conv2d", "direct", "im2col_gemm", "implicit_gemm"}
     for name, _, problem in cfg.layers:
         assert problem.epilogue == ("bias", "act", "pool"), name
         for space in cfg.spaces:

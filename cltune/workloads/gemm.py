@@ -4,6 +4,8 @@
 and multiplies it; `implicit_gemm` runs the same GEMM kernel with IMPLICIT=1, gathering B straight
 from the NCHW input (a 1x1 stride-1 unpadded conv reads the input as B with no index math).
 Weights are packed by the host once per problem and layout (not timed, like ACL's weight reshape).
+Both fuse the epilogue into the GEMM's output write: bias and ReLU/ReLU6 always, the 2x2 max-pool
+when TN is a multiple of 4 (the columns then run over the pooling windows' pixels, window by window).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import numpy as np
 import pyopencl as cl
 
 from . import Family, Launch, Param, global_size, local_size, register
-from .gemm_layout import (col_elems, group_dims, is_pointwise, kpad, local_bytes, n_tiles,
-                          pack_weights)
+from .gemm_layout import (col_elems, gemm_cols, group_dims, is_pointwise, kpad, local_bytes,
+                          n_tiles, pack_weights)
 
 INT_LIMIT = 2**31 - 1  # the kernels index with 32-bit ints
 NHWC_BLOCK = 8  # channels and pixels per work-item of nhwc.cl's to_nhwc
@@ -67,6 +69,9 @@ class GemmFamily(Family):
             return "LOCAL=1 is implemented for VEC_DIM=k only"
         if p["LOCAL"] and p["MSUB"] > 1:
             return "MSUB > 1 blocks the reduction of the LOCAL=0 kernel; LOCAL=1 blocks it by KB"
+        if pr.pool == 2 and p["TN"] % 4:
+            return (f"fusing the 2x2 max-pool needs TN a multiple of 4 (whole windows per tile), got "
+                    f"TN={p['TN']} (FUSE <= 2 runs the pool as a separate kernel)")
         reason = self._check_local(pr, p, device)
         if reason:
             return reason
@@ -121,12 +126,13 @@ class GemmFamily(Family):
 
     def b_aligned(self, pr, p) -> bool:
         """VEC_DIM=p: does every run of consecutive B pixels start on a VW-float boundary?"""
-        npix = pr.out_h * pr.out_w
         if p["VEC_DIM"] != "p":
             return False
-        if not self.implicit:
-            return bool(p["COL_TILED"]) or npix % p["VW"] == 0
-        return is_pointwise(pr) and npix % p["VW"] == 0
+        if not self.implicit:  # the rows of the im2col matrix: the GEMM's columns
+            return bool(p["COL_TILED"]) or gemm_cols(pr) % p["VW"] == 0
+        # the input itself; with a fused pool a run of TN columns is consecutive pixels only when
+        # OUT_W == 2, where column and pixel coincide
+        return is_pointwise(pr) and (pr.out_h * pr.out_w) % p["VW"] == 0
 
     def launches(self, ctx, queue, problem, p, bufs):
         pr = problem
@@ -142,7 +148,7 @@ class GemmFamily(Family):
                         pr.batch)
                 out.append(Launch("to_nhwc", "to_nhwc", [bufs.x, src], work, None))
         else:
-            col = cached(bufs, ("col", p["TN"], p["COL_TILED"]),
+            col = cached(bufs, ("col", p["TN"], p["COL_TILED"], pr.pool),
                          lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * col_elems(pr, p)))
             q = pr.in_c * pr.filter_h * pr.filter_w
             out.append(Launch("im2col", "im2col", [bufs.x, col], (pr.out_h, q, pr.batch), None))
@@ -151,7 +157,7 @@ class GemmFamily(Family):
         args = [src, wbuf, bufs.b, bufs.out, zeros] if self.implicit else \
             [col, wbuf, bufs.b, bufs.out, bufs.b]
         lws = (p["LWS_X"], p["LWS_Y"], 1) if p["LOCAL"] else local_size(p)
-        pix, chan = n_tiles(pr.out_h * pr.out_w, p["TN"]), n_tiles(pr.out_c, p["TM"] * p["MSUB"])
+        pix, chan = n_tiles(gemm_cols(pr), p["TN"]), n_tiles(pr.out_c, p["TM"] * p["MSUB"])
         work = (chan, pix, pr.batch) if p["ORDER"] == "kp" else (pix, chan, pr.batch)
         out.append(Launch("gemm", "gemm", args, global_size(work, lws), lws))
         return out
@@ -186,15 +192,19 @@ IM2COL_PARAMS = COMMON_PARAMS + (
 # smaller tile, the driver's local size. The 1x1 setting keeps vectors along the pixels, which a
 # 1x1 conv reads as rows, and lets neighbouring work-items share them; the nhwc one pays a timed
 # NHWC copy of the input so the channel loop walks memory in order (large input planes gain most).
+# The 6-pixel CPU tile holds no whole 2x2 windows: on a pooled layer it fuses bias and activation
+# (FUSE=2) and runs the pool as a separate kernel; tiles of 4, 8, 16 ... pixels fuse the pool too.
 CPU_TILE = {"TM": 16, "TN": 6, "VW": 8, "WLAYOUT": "blocked", "LWS_X": 4, "LWS_Y": 4}
 MALI_TILE = {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"}
+FUSE_NO_POOL = {"FUSE": 2}
 
 register(GemmFamily(
     name="im2col_gemm",
     sources=("im2col.cl", "gemm.cl"),
     params=IM2COL_PARAMS,
+    fusable=("bias", "act", "pool"),
     named={
-        "im2col_gemm_cpu": dict(CPU_TILE, COL_TILED=1),
+        "im2col_gemm_cpu": dict(CPU_TILE, COL_TILED=1, **FUSE_NO_POOL),
         "im2col_gemm_mali": dict(MALI_TILE, COL_TILED=1),
     },
 ))
@@ -214,9 +224,10 @@ register(ImplicitGemmFamily(
     name="implicit_gemm",
     sources=("nhwc.cl", "gemm.cl"),
     params=IMPLICIT_PARAMS,
+    fusable=("bias", "act", "pool"),
     named={
-        "implicit_gemm_cpu": dict(CPU_TILE),
-        "implicit_gemm_nhwc_cpu": dict(CPU_TILE, IN_LAYOUT="nhwc"),
+        "implicit_gemm_cpu": dict(CPU_TILE, **FUSE_NO_POOL),
+        "implicit_gemm_nhwc_cpu": dict(CPU_TILE, IN_LAYOUT="nhwc", **FUSE_NO_POOL),
         "implicit_gemm_1x1_cpu": dict(CPU_TILE, TM=4, TN=16, VEC_DIM="p", ORDER="kp"),
         "implicit_gemm_mali": dict(MALI_TILE),
     },

@@ -20,6 +20,14 @@ def n_tiles(n: int, tile: int) -> int:
     return -(-n // tile)
 
 
+def gemm_cols(pr) -> int:
+    """Columns of the GEMM: the output pixels, or with a fused 2x2 max-pool the pixels of its
+    windows (4 per pooled pixel, in window order; floor mode leaves an odd last row/column out)."""
+    if pr.pool == 2:
+        return 4 * (pr.out_h // 2) * (pr.out_w // 2)
+    return pr.out_h * pr.out_w
+
+
 def group_dims(p) -> tuple[int, int]:
     """(work-items along the pixel tiles, along the channel tiles) of a LOCAL=1 work-group."""
     return (p["LWS_Y"], p["LWS_X"]) if p["ORDER"] == "kp" else (p["LWS_X"], p["LWS_Y"])
@@ -38,8 +46,8 @@ def local_bytes(p) -> int:
 
 
 def col_cols(pr, p) -> int:
-    """Columns of the im2col matrix: the pixels, rounded up to whole tiles when COL_TILED."""
-    npix = pr.out_h * pr.out_w
+    """Columns of the im2col matrix: the GEMM's, rounded up to whole tiles when COL_TILED."""
+    npix = gemm_cols(pr)
     return n_tiles(npix, p["TN"]) * p["TN"] if p.get("COL_TILED") else npix
 
 
