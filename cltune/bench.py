@@ -65,14 +65,15 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
     return Contender("torch", call)
 
 
-def race(contenders: list[Contender], rounds: int, block: int = 3) -> dict[str, list[float]]:
-    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Within a round
-    each contender runs once untimed and then `block` timed calls in a row, because the libraries'
-    thread pools (PoCL's, OpenMP's, OpenBLAS's) keep spinning for a while after a call and would
-    otherwise slow down whoever runs next."""
+def race(contenders: list[Contender], rounds: int, block: int = 5, settle_s: float = 0.25) -> dict[str, list[float]]:
+    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Thread pools
+    keep spinning after a call (OpenMP for milliseconds by default, OpenBLAS for about 0.1 s) and
+    would slow whoever runs next: so before its turn each contender waits `settle_s` for the machine
+    to go quiet, makes one untimed call, then `block` timed calls in a row."""
     times = {c.name: [] for c in contenders}
     for _ in range(rounds):
         for c in contenders:
+            time.sleep(settle_s)
             c.call()
             for _ in range(block):
                 t0 = time.perf_counter()
@@ -160,7 +161,7 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
 
 
-def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 20, only: set | None = None,
+def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | None = None,
         echo=print) -> pd.DataFrame:
     from .measure import Runner
 
