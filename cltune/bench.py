@@ -65,16 +65,18 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
     return Contender("torch", call)
 
 
-def race(contenders: list[Contender], rounds: int, block: int = 5, settle_s: float = 0.25) -> dict[str, list[float]]:
-    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Thread pools
-    keep spinning after a call (OpenMP for milliseconds by default, OpenBLAS for about 0.1 s) and
-    would slow whoever runs next: so before its turn each contender waits `settle_s` for the machine
-    to go quiet, makes one untimed call, then `block` timed calls in a row."""
+def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float = 0.15) -> dict[str, list[float]]:
+    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Before its timed
+    calls each contender runs untimed for `warm_s`: thread pools keep spinning after a call (OpenBLAS
+    for about 0.1 s) and would slow whoever runs next, while a contender whose own threads went to
+    sleep would pay their wake-up; this time-based warm-up lets the one fade and the other wake."""
     times = {c.name: [] for c in contenders}
     for _ in range(rounds):
         for c in contenders:
-            time.sleep(settle_s)
+            end = time.perf_counter() + warm_s
             c.call()
+            while time.perf_counter() < end:
+                c.call()
             for _ in range(block):
                 t0 = time.perf_counter()
                 c.call()
