@@ -221,9 +221,11 @@ def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
                 transform=ax.transAxes, fontsize=8, va="top", color="grey")
     if ok:
         best_r, best_f = max(ok, key=lambda rf: rf[1]["gflops"])
-        ax.annotate(f"{best_r['setting']}: {best_f['gflops']:.2f} GFLOP/s",
+        name = str(best_r["setting"])
+        name = name if len(name) <= 28 else name[:27] + "…"  # a generated name would squeeze the axes
+        ax.annotate(f"{name}: {best_f['gflops']:.2f} GFLOP/s",
                     (best_f["intensity"], best_f["gflops"]), textcoords="offset points",
-                    xytext=(8, -12), fontsize=8)
+                    xytext=(-8, -26), ha="right", fontsize=8)
     log_axis(ax, "x")
     log_axis(ax, "y")
     ax.set_xlabel("arithmetic intensity, FLOP/byte (flops / minimum bytes moved)")
