@@ -186,7 +186,7 @@ def load(path: str | Path) -> pd.DataFrame:
         text = text[: text.rfind("\n") + 1]
     header = text.split("\n", 1)[0].split(",")
     if "setting" not in header or "status" not in header:
-        raise ValueError(f"{path}: not a cltune results file (no 'setting' and 'status' columns)")
+        raise ValueError("not a cltune results file (no 'setting' and 'status' columns)")
     return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""],
                        dtype={c: str for c in TEXT_COLUMNS if c in header})
 

@@ -12,7 +12,9 @@ import importlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
+import types
 
 from .errors import UserError
 from .records import Measurement, Status
@@ -91,7 +93,14 @@ class WorkerRunner:
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=serve, name="cltune-worker", daemon=True,
                                  args=(child, os.getpid(), self.device_spec, self.kwargs, self.modules))
-        self._proc.start()
+        # A spawned child re-runs the parent's main script unless it is guarded by
+        # `if __name__ == "__main__"`; the worker needs nothing from it, so it is not handed over.
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            self._proc.start()
+        finally:
+            sys.modules["__main__"] = main
         child.close()
         return self._receive(START_TIMEOUT_S)
 

@@ -104,3 +104,14 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
         with pytest.raises(UserError, match="another cltune sweep is writing to this results file"):
             results.ResultsFile(path)
     results.ResultsFile(path).close()  # released when the first sweep ends
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
+    # multiprocessing's spawn would re-execute an unguarded script in the worker; cltune's must not.
+    script = tmp_path / "unguarded.py"
+    script.write_text("print('body ran')\nfrom cltune.worker import WorkerRunner\n"
+                      "w = WorkerRunner()\nprint('device', w.info.name)\nw.close()\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("body ran") == 1 and "device" in out.stdout
