@@ -173,6 +173,15 @@ def _print_outcome(result, cfg) -> None:
         if result.baseline_ms:
             speedup = f", {result.baseline_ms / best['run_ms_median']:.2f}x the baseline {cfg.baseline}"
         click.echo(f"best: {best['setting']} {best['run_ms_median']:.3f} ms{speedup}")
+    per_family = {}
+    for r in result.rows:
+        if r["status"] == "ok" and r["phase"] == "search":
+            if r["family"] not in per_family or r["run_ms_median"] < per_family[r["family"]]["run_ms_median"]:
+                per_family[r["family"]] = r
+    if len(per_family) > 1:
+        click.echo("best of each family (first pass): " + ", ".join(
+            f"{fam} {r['run_ms_median']:.3f} ms" for fam, r in sorted(per_family.items(),
+                                                                      key=lambda kv: kv[1]["run_ms_median"])))
     shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
     click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
                + (f": {shown}" if failed else "") + ")")

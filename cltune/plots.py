@@ -63,7 +63,7 @@ def log_axis(ax, which: str = "y") -> None:
 
 def setting_ticks(ax, names) -> None:
     """Setting names under the bars, or only the count when there are too many to read."""
-    names = list(names)
+    names = [n if len(n) <= 24 else n[:23] + "…" for n in map(str, names)]  # search-generated names run long
     if len(names) <= MAX_LABELLED:
         ax.set_xticks(range(len(names)), names, rotation=35, ha="right")
     else:
