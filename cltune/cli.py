@@ -152,17 +152,55 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
                    f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)")
         phase = ["search"]
+        bar = Progress(_expected_rows(cfg, opts))
 
         def on_row(row):
+            bar.clear()
             if row["phase"] != phase[0]:
                 phase[0] = row["phase"]
                 click.echo(f"-- {phase[0]}: the best settings again, measured interleaved --")
             click.echo(_line(row, width))
+            bar.step()
 
         result = tune.run(cfg, opts, on_row, backend=backend)
+        bar.clear()
     finally:
         backend.close()
     _print_outcome(result, cfg)
+
+
+class Progress:
+    """`[done/expected] elapsed, left` on a terminal's stderr, redrawn under the table's lines."""
+
+    def __init__(self, expected: int):
+        import sys
+        import time
+
+        self.expected, self.done, self.t0, self.clock = max(expected, 1), 0, time.monotonic(), time.monotonic
+        self.on = sys.stderr.isatty()
+
+    def clear(self) -> None:
+        if self.on:
+            click.echo("\r\033[K", err=True, nl=False)
+
+    def step(self) -> None:
+        self.done += 1
+        if self.on:
+            spent = self.clock() - self.t0
+            left = spent / self.done * max(self.expected - self.done, 0)
+            click.echo(f"[{self.done}/{self.expected}] {spent:.0f} s, about {left:.0f} s left",
+                       err=True, nl=False)
+
+
+def _expected_rows(cfg, opts) -> int:
+    """Rows a sweep will write: its settings, each space's budget (or valid size), the re-ranking."""
+    budget = opts.budget or cfg.budget
+    n = len(cfg.settings)
+    for space in cfg.spaces:
+        valid = len(space.valid_settings(cfg.problem))
+        n += min(valid, budget) if budget else valid
+    rerank = cfg.rerank if opts.rerank is None else opts.rerank
+    return n + (rerank + 1 if rerank else 0)
 
 
 def _print_outcome(result, cfg) -> None:
