@@ -1,6 +1,5 @@
 """A setting that fails to build is a measurement with status build_error; the next one builds."""
 
-from cltune.measure import Runner
 from cltune.problem import Problem
 from cltune.records import Status, Timing
 from cltune.space import Setting

@@ -2,7 +2,6 @@
 
 import json
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 

@@ -64,6 +64,24 @@ def local_size(p: dict, ndim: int = 3) -> tuple[int, ...] | None:
     return tuple(max(1, int(v)) for v in sizes)
 
 
+def cached(bufs, key, make):
+    """bufs.cache[key], made by make() the first time: repacked weights and scratch buffers live as
+    long as the problem's buffers, so they are built once per problem, not per measurement."""
+    if key not in bufs.cache:
+        bufs.cache[key] = make()
+    return bufs.cache[key]
+
+
+def scratch(ctx, bufs, key, nbytes: int):
+    """A read-write device buffer of at least nbytes, kept in bufs.cache under key."""
+    old = bufs.cache.get(key)
+    if old is None or old.size < nbytes:
+        import pyopencl as cl
+
+        bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4, nbytes))
+    return bufs.cache[key]
+
+
 def round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 

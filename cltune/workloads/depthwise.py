@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Family, Launch, Param, global_size, local_size, register
+from . import Family, Launch, Param, global_size, local_size, register, scratch
 
 # Built-in settings: a CPU pick (AVX2-wide vectors, row reuse, edge checks only in edge tiles), a
 # Mali pick (ARM's advice: float4 loads, a few outputs per thread, padding moved out of the conv
@@ -53,18 +53,13 @@ class DepthwiseFamily(Family):
         return out
 
     def launches(self, ctx, queue, problem, p, bufs):
-        import pyopencl as cl
-
         pr = problem
         lws = local_size(p)
         tw, th = tiles(pr, p)
         src, out = bufs.x, []
         if p["PAD"] == 2:
             ph, pw = padded_size(pr, p)
-            key = ("depthwise_padded", ph, pw)
-            if key not in bufs.cache:
-                bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * pr.batch * pr.in_c * ph * pw)
-            src = bufs.cache[key]
+            src = scratch(ctx, bufs, ("depthwise_padded", ph, pw), 4 * pr.batch * pr.in_c * ph * pw)
             out.append(Launch("pad", "pad", [bufs.x, src], (ph, pr.batch * pr.in_c), None))
         z = pr.batch * pr.out_c // p["KPER"]
         out.append(Launch("depthwise", "depthwise", [src, bufs.w, bufs.b, bufs.out],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Family, Launch, Param, global_size, local_size, register, round_up
+from . import Family, Launch, Param, global_size, local_size, register, round_up, scratch
 
 MAX_ACCUMULATORS = 256  # floats per work-item: beyond this a block cannot live in registers anywhere
 INDEX_LIMIT = 1 << 31  # the kernel indexes with int
@@ -136,7 +136,7 @@ class DirectFamily(Family):
         src = bufs.x
         if p["PADDING"] == "zeropad":
             src_h, src_w, _, _ = source_dims(pr, p)
-            src = scratch_buffer(ctx, bufs, pr.batch * pr.in_c * src_h * src_w)
+            src = scratch(ctx, bufs, "direct.padded_input", 4 * pr.batch * pr.in_c * src_h * src_w)
             out.append(Launch("zero_pad", "zero_pad", [bufs.x, src],
                               (src_w, src_h, pr.batch * pr.in_c), None))
         lws = local_size(p)
@@ -169,17 +169,6 @@ def weight_buffer(ctx, bufs, layout: str, block_k: int, nkb: int):
         host = pack_weights(bufs.w_host, layout, block_k)
         bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                     hostbuf=host)
-    return bufs.cache[key]
-
-
-def scratch_buffer(ctx, bufs, n_floats: int):
-    """A device buffer of at least n_floats floats for the zero-padded input, shared by settings."""
-    key = "direct.padded_input"
-    old = bufs.cache.get(key)
-    if old is None or old.size < 4 * n_floats:
-        import pyopencl as cl
-
-        bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * n_floats)
     return bufs.cache[key]
 
 

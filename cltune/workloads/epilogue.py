@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import Launch, round_up
+from . import Launch, cached, round_up, scratch
 
 STEPS = ("bias", "act", "pool")  # the order they apply in; FUSE counts a prefix of it
 ACT_CODES = {"none": 0, "relu": 1, "relu6": 2}
@@ -33,12 +33,6 @@ def macros(inner) -> dict:
     return out
 
 
-def _cached(bufs, ctx, key, make):
-    if key not in bufs.cache:
-        bufs.cache[key] = make()
-    return bufs.cache[key]
-
-
 def launches(family, ctx, queue, problem, p, bufs) -> list[Launch]:
     import pyopencl as cl
 
@@ -48,11 +42,10 @@ def launches(family, ctx, queue, problem, p, bufs) -> list[Launch]:
     conv_nbytes = 4 * int(np.prod(problem.conv_shape))
     target = bufs.out
     if "pool" in separate:  # the full-size map lives in a scratch buffer until the pool shrinks it
-        target = _cached(bufs, ctx, ("epilogue_map", conv_nbytes),
-                         lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, conv_nbytes))
+        target = scratch(ctx, bufs, "epilogue_map", conv_nbytes)
     bias = bufs.b
     if "bias" in separate:
-        bias = _cached(bufs, ctx, "epilogue_zero_bias", lambda: cl.Buffer(
+        bias = cached(bufs, "epilogue_zero_bias", lambda: cl.Buffer(
             ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(problem.out_c, np.float32)))
     out = family.launches(ctx, queue, inner, p, replace(bufs, out=target, out_nbytes=conv_nbytes, b=bias))
     n, k, h, w = problem.conv_shape

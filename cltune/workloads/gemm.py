@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyopencl as cl
 
-from . import Family, Launch, Param, global_size, local_size, register
+from . import Family, Launch, Param, cached, global_size, local_size, register, scratch
 from .gemm_layout import (col_elems, gemm_cols, group_dims, is_pointwise, kpad, local_bytes,
                           n_tiles, pack_weights)
 
@@ -142,14 +142,12 @@ class GemmFamily(Family):
             zeros = cached(bufs, ("zeros", image), lambda: zeros_buffer(ctx, image))
             src = bufs.x
             if p["IN_LAYOUT"] == "nhwc":
-                src = cached(bufs, ("nhwc",), lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE,
-                                                               4 * image * pr.batch))
+                src = scratch(ctx, bufs, "nhwc", 4 * image * pr.batch)
                 work = (n_tiles(pr.in_h * pr.in_w, NHWC_BLOCK), n_tiles(pr.in_c, NHWC_BLOCK),
                         pr.batch)
                 out.append(Launch("to_nhwc", "to_nhwc", [bufs.x, src], work, None))
         else:
-            col = cached(bufs, ("col", p["TN"], p["COL_TILED"], pr.pool),
-                         lambda: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * col_elems(pr, p)))
+            col = scratch(ctx, bufs, ("col", p["TN"], p["COL_TILED"], pr.pool), 4 * col_elems(pr, p))
             q = pr.in_c * pr.filter_h * pr.filter_w
             out.append(Launch("im2col", "im2col", [bufs.x, col], (pr.out_h, q, pr.batch), None))
         wbuf = cached(bufs, ("weights", p["WLAYOUT"], p["TM"], kpad(pr, p)),
@@ -161,12 +159,6 @@ class GemmFamily(Family):
         work = (chan, pix, pr.batch) if p["ORDER"] == "kp" else (pix, chan, pr.batch)
         out.append(Launch("gemm", "gemm", args, global_size(work, lws), lws))
         return out
-
-
-def cached(bufs, key, make):
-    if key not in bufs.cache:
-        bufs.cache[key] = make()
-    return bufs.cache[key]
 
 
 def zeros_buffer(ctx, n: int):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Family, Launch, Param, global_size, local_size, register
+from . import Family, Launch, Param, global_size, local_size, register, scratch
 
 # Y = A^T [(G g G^T) * (B^T d B)] A, per tile of TILE x TILE outputs from an ALPHA x ALPHA patch.
 BT = {
@@ -143,8 +143,8 @@ class WinogradFamily(Family):
         if key not in bufs.cache:
             u = filter_transform(pr, p, bufs.w_host)
             bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=u)
-        v = scratch(ctx, bufs, "winograd_v", aa * pr.in_c * s["P_PAD"])
-        m = scratch(ctx, bufs, "winograd_m", aa * s["K_PAD"] * s["P_PAD"])
+        v = scratch(ctx, bufs, "winograd_v", 4 * aa * pr.in_c * s["P_PAD"])
+        m = scratch(ctx, bufs, "winograd_m", 4 * aa * s["K_PAD"] * s["P_PAD"])
         lws = local_size(p)
         gemm = (s["P_PAD"] // p["TN"], s["K_PAD"] // p["TM"], aa)
         return [
@@ -153,15 +153,6 @@ class WinogradFamily(Family):
             Launch("output", "winograd_output", [m, bufs.b, bufs.out],
                    (-(-s["P"] // p["VW"]), pr.out_c), None),
         ]
-
-
-def scratch(ctx, bufs, name: str, floats: int):
-    """A device scratch buffer of at least `floats` floats, kept in bufs.cache."""
-    import pyopencl as cl
-
-    if bufs.cache.get(name) is None or bufs.cache[name].size < 4 * floats:
-        bufs.cache[name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * floats)
-    return bufs.cache[name]
 
 
 register(WinogradFamily(
