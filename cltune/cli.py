@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 import warnings
 
 import click
@@ -173,10 +175,7 @@ class Progress:
     """`[done/expected] elapsed, left` on a terminal's stderr, redrawn under the table's lines."""
 
     def __init__(self, expected: int):
-        import sys
-        import time
-
-        self.expected, self.done, self.t0, self.clock = max(expected, 1), 0, time.monotonic(), time.monotonic
+        self.expected, self.done, self.t0 = max(expected, 1), 0, time.monotonic()
         self.on = sys.stderr.isatty()
 
     def clear(self) -> None:
@@ -186,7 +185,7 @@ class Progress:
     def step(self) -> None:
         self.done += 1
         if self.on:
-            spent = self.clock() - self.t0
+            spent = time.monotonic() - self.t0
             left = spent / self.done * max(self.expected - self.done, 0)
             click.echo(f"[{self.done}/{self.expected}] {spent:.0f} s, about {left:.0f} s left",
                        err=True, nl=False)

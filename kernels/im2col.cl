@@ -21,16 +21,22 @@
 #endif
 #define IM_NT ((IM_NPIX + TN - 1) / TN)
 
+// The tap of row q for output row oh of image n: its input row `src` (row 0 when the tap falls in
+// the padding, so the pointer stays valid), whether it lies inside (`row_ok`), and the input column
+// of output column 0 (`iw0`).
+#define IM_TAP_ROW                                                                          \
+    const int c = q % IN_C, rs = q / IN_C;                                                  \
+    const int r = rs / FILTER_W, s = rs % FILTER_W;                                         \
+    const int ih = oh * STRIDE_H - PAD_H + r * DILATION_H;                                  \
+    const bool row_ok = ih >= 0 && ih < IN_H;                                               \
+    __global const float *src = in + ((n * IN_C + c) * IN_H + (row_ok ? ih : 0)) * IN_W;    \
+    const int iw0 = s * DILATION_W - PAD_W
+
 #if POOL != 2
 __kernel void im2col(__global const float *restrict in, __global float *restrict col) {
     const int oh = get_global_id(0), q = get_global_id(1), n = get_global_id(2);
     if (oh >= OUT_H || q >= IM_Q) return;
-    const int c = q % IN_C, rs = q / IN_C;
-    const int r = rs / FILTER_W, s = rs % FILTER_W;
-    const int ih = oh * STRIDE_H - PAD_H + r * DILATION_H;
-    const bool row_ok = ih >= 0 && ih < IN_H;
-    __global const float *src = in + ((n * IN_C + c) * IN_H + (row_ok ? ih : 0)) * IN_W;
-    const int iw0 = s * DILATION_W - PAD_W;
+    IM_TAP_ROW;
     int p = oh * OUT_W;
 #if COL_TILED
     int j = p % TN;
@@ -68,12 +74,7 @@ __kernel void im2col(__global const float *restrict in, __global float *restrict
 __kernel void im2col(__global const float *restrict in, __global float *restrict col) {
     const int oh = get_global_id(0), q = get_global_id(1), n = get_global_id(2);
     if (oh >= OUT_H / 2 * 2 || q >= IM_Q) return;
-    const int c = q % IN_C, rs = q / IN_C;
-    const int r = rs / FILTER_W, s = rs % FILTER_W;
-    const int ih = oh * STRIDE_H - PAD_H + r * DILATION_H;
-    const bool row_ok = ih >= 0 && ih < IN_H;
-    __global const float *src = in + ((n * IN_C + c) * IN_H + (row_ok ? ih : 0)) * IN_W;
-    const int iw0 = s * DILATION_W - PAD_W;
+    IM_TAP_ROW;
     const int p0 = 4 * (oh / 2) * (OUT_W / 2) + 2 * (oh % 2);
     for (int x = 0; x < OUT_W / 2; ++x) {
         const int p = p0 + 4 * x;
