@@ -103,8 +103,8 @@ def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Pa
     layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, baseline=None,
                         spaces=spaces, layers=())
     path = out_dir / f"{layer_cfg.name}.csv"
-    tune.run(layer_cfg, replace(opts, out=None if opts.resume else path, rerank=0,
-                                resume=path if opts.resume and path.exists() else None))
+    resume = bool(opts.resume) and path.exists()  # a layer not tuned yet is tuned into its file
+    tune.run(layer_cfg, replace(opts, out=None if resume else path, resume=path if resume else None, rerank=0))
     best = best_per_family(path)
     for family, row in best.items():
         echo(f"  {name}: best {family} {row['run_ms_median']:.3f} ms  {row['params']}")

@@ -64,3 +64,19 @@ unroll = "UNROLL == 0 or MACROS >= 1"
 def test_unknown_layer_is_one_line(tmp_path):
     res = CliRunner().invoke(main, ["bench", "--layers", "nope"])
     assert res.exit_code == 2 and "unknown layer(s) nope" in res.output
+
+
+def test_resume_tunes_what_is_missing_and_reuses_what_is_there(tmp_path):
+    # --resume on a fresh directory used to write the tuning file elsewhere and then fail to read it.
+    suite = tmp_path / "one.toml"
+    suite.write_text("[run]\nrepeat = 1\nwarmup = 0\n[[layer]]\nname = 'l'\ninput = [1, 2, 6, 6]\n"
+                     "weight = [2, 2, 3, 3]\npadding = 1\n[[setting]]\nname = 'u'\nbuiltin = 'unroll_s1'\n")
+    out = tmp_path / "b.csv"
+    args = ["bench", str(suite), "--rounds", "1", "--resume", "--out", str(out)]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    tuned = tmp_path / "b" / "one-l.csv"
+    before = tuned.read_text()
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert tuned.read_text() == before  # nothing measured twice

@@ -73,7 +73,7 @@ class Conv2dFamily(Family):
             return "SPLIT computes outputs one by one: it cannot fuse the 2x2 max-pool (FUSE <= 2)"
         if p["MAD24"]:
             biggest = max(np.prod(problem.input_shape), np.prod(problem.weight_shape),
-                          np.prod(problem.output_shape))
+                          np.prod(problem.conv_shape))  # unpooled writes index the conv output
             if biggest >= MAD24_LIMIT:
                 return f"MAD24 indexes need tensors under 2^23 elements, largest has {biggest}"
         return None
