@@ -103,14 +103,3 @@ def samples(row) -> list[float]:
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return []
     return [float(v) for v in str(text).split()]
-
-
-def parse_parts(text) -> dict[str, float]:
-    """`interior=1.2;border=0.5` -> {"interior": 1.2, "border": 0.5}; empty for one-kernel settings."""
-    if text is None or (isinstance(text, float) and math.isnan(text)) or not str(text).strip():
-        return {}
-    out = {}
-    for item in str(text).split(";"):
-        name, _, value = item.partition("=")
-        out[name.strip()] = float(value)
-    return out

@@ -33,7 +33,6 @@ class Outcome:
     setting: Setting
     status: str
     cost: float | None  # median run ms when ok
-    resumed: bool = False
 
 
 @dataclass

@@ -166,7 +166,7 @@ def _resumed(path: Path) -> tuple[dict, bool]:
     for row in df[df["phase"] == "search"].to_dict("records"):
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
         cost = row["run_ms_median"] if row["status"] == "ok" else None
-        out[row["key"]] = Outcome(setting, row["status"], cost, resumed=True)
+        out[row["key"]] = Outcome(setting, row["status"], cost)
     return out, bool((df["phase"] == "rerank").any())
 
 
