@@ -131,11 +131,15 @@ def _line(row: dict, width: int) -> str:
 @click.option("--no-isolation", is_flag=True, help="Measure in this process (debugging; a crash ends the sweep).")
 @click.option("--rerank", type=click.IntRange(min=0), default=None,
               help="Re-measure the best N settings interleaved at the end (default: the config's, 3).")
+@click.option("--farm", default=None, metavar="SCHEDULER|local:N",
+              help="Measure on a farm of `cltune worker`s (a Dask scheduler's address), or on N local "
+                   "workers; default $CLTUNE_FARM, else this machine alone.")
 def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, timeout,
-          no_isolation, rerank):
+          no_isolation, rerank, farm):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from . import config as cfgmod
     from . import tune
+    from .farm import farm_spec
 
     if out and resume:
         raise UserError("--out and --resume both name the results file; give one")
@@ -143,6 +147,10 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank)
+    if farm_spec(farm):
+        from .cli_farm import farm_sweep
+
+        return farm_sweep(cfg, opts, farm_spec(farm), _line, _print_outcome)
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info
@@ -295,4 +303,4 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
 
 
-from . import cli_report  # noqa: E402,F401
+from . import cli_farm, cli_report  # noqa: E402,F401

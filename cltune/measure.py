@@ -62,6 +62,20 @@ class Runner:
         self.bufs: Buffers | None = None
         self.expected: np.ndarray | None = None
 
+    def configure(self, rtol: float, atol: float, seed: int, prebuild: bool | None = None,
+                  modules: tuple = ()) -> None:
+        """A farm worker keeps its device open across sweeps; each sweep sets its own tolerances,
+        input seed and kernel-family modules."""
+        import importlib
+
+        for name in modules:
+            importlib.import_module(name)
+        if seed != self.seed:
+            self._problem = None  # the inputs depend on the seed: upload them again
+        self.rtol, self.atol, self.seed = rtol, atol, seed
+        if prebuild is not None:
+            self.prebuild = prebuild
+
     # Problem data ------------------------------------------------------------------------------
     def load_problem(self, problem: Problem, inputs=None, reference: bool = True) -> None:
         """Upload inputs (seeded random unless given) and compute the float64 reference once."""

@@ -70,3 +70,4 @@ class Measurement:
     rounds: tuple = field(default=())
     wall_ms: float | None = None  # the whole measurement, build included, as the host saw it
     device_ms: float | None = None  # kernel run time of all its launches (verify, warm-up, timed)
+    worker: str = ""  # the farm worker that measured it ("" in a local sweep)

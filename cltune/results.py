@@ -32,12 +32,13 @@ COLUMNS = (
     + ["run_ms_cv", "gflops", "real_gflops", "gbps", "intensity", "peak_gflops", "peak_gbps",
        "compute_share", "roof_share", "bound", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
        "cltune_version", "source_hash", "key"]
+    + ["worker"]  # the farm worker that measured the row; empty in a local sweep
 )
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
 TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "opencl_c", "problem", "input_shape",
                 "weight_shape", "stride", "padding", "dilation", "phase", "strategy", "baseline",
                 "family", "setting", "params", "build_options", "status", "error", "parts_run_ms",
-                "run_ms_samples", "cltune_version", "source_hash", "key")
+                "run_ms_samples", "cltune_version", "source_hash", "key", "worker")
 SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
            "total_ms_median", "gflops", "max_abs_err"]
 
@@ -83,7 +84,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "build_options": m.build_options, "status": str(m.status), "error": m.error,
         "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,
         "n": len(m.rounds), "wall_ms": m.wall_ms, "device_ms": m.device_ms, "cltune_version": __version__,
-        "source_hash": m.source_hash,
+        "source_hash": m.source_hash, "worker": m.worker,
         "key": resume_key(info, problem, m.setting, m.build_options, m.source_hash),
         "phase": "search",
     }

@@ -29,6 +29,9 @@ class Search:
     seed: int
     evaluate: Callable[[Setting, Sequence[Setting]], float | None]
     measured: Callable[[Setting], bool]  # already evaluated in this run (or resumed)
+    # A farm: measure these settings in parallel, return their costs (raises BudgetExhausted too).
+    evaluate_many: Callable[[Sequence[Setting]], list] | None = None
+    batch: int = 1  # settings worth proposing at a time (the farm's workers)
 
     def valid_settings(self) -> list[Setting]:
         return self.space.valid_settings(self.problem, self.device)
@@ -45,6 +48,9 @@ def register(name: str):
 
 
 def _in_order(search: Search, order: list[Setting]) -> None:
+    if search.evaluate_many is not None:  # a farm pulls them as its workers free up
+        search.evaluate_many(order)
+        return
     for i, s in enumerate(order):
         search.evaluate(s, order[i + 1:i + 1 + PREFETCH])
 
@@ -77,21 +83,27 @@ def tpe(search: Search) -> None:
     choices = {name: list(values) for name, values in space.params}
     remaining = {s.key: s for s in search.valid_settings()}
     stale = 0
-    while remaining:
-        trial = study.ask()
-        values = {name: trial.suggest_categorical(name, vals) for name, vals in choices.items()}
-        setting = space.setting(values)
-        if setting.key not in remaining:
-            # Rejected by a constraint or a device limit, or already measured: no budget spent.
-            cost = search.evaluate(setting, ()) if search.measured(setting) else None
+    while remaining and stale < 50:
+        batch = []  # (trial, setting): on a farm, one new point per worker, measured together
+        while remaining and stale < 50 and len(batch) < max(search.batch, 1):
+            trial = study.ask()
+            values = {name: trial.suggest_categorical(name, vals) for name, vals in choices.items()}
+            setting = space.setting(values)
+            if setting.key not in remaining:
+                # Rejected by a constraint or a device limit, or already measured: no budget spent.
+                cost = search.evaluate(setting, ()) if search.measured(setting) else None
+                _tell(study, trial, cost)
+                stale += 1
+                continue
+            stale = 0
+            del remaining[setting.key]
+            batch.append((trial, setting))
+        if search.evaluate_many is not None and batch:
+            costs = search.evaluate_many([s for _, s in batch])
+        else:
+            costs = [search.evaluate(s, ()) for _, s in batch]
+        for (trial, _), cost in zip(batch, costs):
             _tell(study, trial, cost)
-            stale += 1
-            if stale >= 50:
-                break
-            continue
-        stale = 0
-        del remaining[setting.key]
-        _tell(study, trial, search.evaluate(setting, ()))
     order = list(remaining.values())
     _random.Random(search.seed).shuffle(order)
     _in_order(search, order)

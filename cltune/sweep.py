@@ -2,13 +2,15 @@
 
 `Sweep` is given a measure function (in-process Runner, worker process, or a fake in tests), a
 key function (the resume identity of a setting) and a `record` callback that writes each result.
+A farm also gives `measure_many`, which keeps several settings in flight and yields measurements
+as they finish; strategies then hand over `batch` settings at a time.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from .records import Measurement, Status
 from .space import Setting, Space
@@ -43,10 +45,16 @@ class Sweep:
     resumed: dict = field(default_factory=dict)  # key -> Outcome from the file being resumed
     outcomes: dict = field(default_factory=dict)  # key -> Outcome, this run
     clock: Callable[[], float] = time.monotonic
+    # Settings in (pulled lazily, one per free worker), measurements out in the order they finish.
+    measure_many: Callable[[Iterator[Setting]], Iterable[Measurement]] | None = None
+    batch: int = 1  # settings a strategy proposes at a time (the farm's workers)
 
     def run_settings(self, settings: Iterable[Setting]) -> list[Outcome]:
         """Measure a fixed list (the config's [[setting]]s) in order, skipping what was resumed."""
         settings = list(settings)
+        if self.measure_many is not None:
+            self._evaluate_many(iter(settings))
+            return [self.outcomes[self.key(s)] for s in settings]
         return [self._evaluate(s, settings[i + 1:i + 5]) for i, s in enumerate(settings)]
 
     def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:
@@ -66,11 +74,32 @@ class Sweep:
             mine.append(outcome)
             return outcome.cost
 
+        def admit(settings: Sequence[Setting], stopped: list) -> Iterator[Setting]:
+            """The settings not yet counted, each checked against the budget as it is taken."""
+            for s in settings:
+                key = self.key(s)
+                if key in counted:
+                    continue
+                if (budget.settings is not None and len(counted) >= budget.settings) or \
+                        (budget.seconds is not None and self.clock() - start >= budget.seconds):
+                    stopped.append(True)
+                    return
+                counted.add(key)
+                yield s
+
+        def evaluate_many(settings: Sequence[Setting]) -> list:
+            stopped: list = []
+            mine.extend(self._evaluate_many(admit(settings, stopped)))
+            if stopped:
+                raise BudgetExhausted
+            return [self.outcomes[self.key(s)].cost for s in settings]
+
         def measured(setting: Setting) -> bool:
             return self.key(setting) in counted
 
+        many = evaluate_many if self.measure_many is not None else None
         try:
-            get(strategy)(Search(space, problem, device, seed, evaluate, measured))
+            get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.batch))
         except BudgetExhausted:
             pass
         return mine
@@ -85,6 +114,30 @@ class Sweep:
             outcome = self.record(self.measure(setting, upcoming), "search")
         self.outcomes[key] = outcome
         return outcome
+
+    def _evaluate_many(self, settings: Iterator[Setting]) -> list[Outcome]:
+        """Outcomes of `settings`: resumed ones at once, the rest measured in parallel, recorded as
+        each finishes. A setting is pulled from `settings` only when a worker is free for it."""
+        done: list[Outcome] = []
+        pulled: set = set()
+
+        def fresh() -> Iterator[Setting]:
+            for s in settings:
+                key = self.key(s)
+                if key in self.outcomes or key in pulled:
+                    continue
+                if key in self.resumed:
+                    self.outcomes[key] = self.resumed[key]
+                    done.append(self.resumed[key])
+                    continue
+                pulled.add(key)
+                yield s
+
+        for m in self.measure_many(fresh()):
+            outcome = self.record(m, "search")
+            self.outcomes[self.key(m.setting)] = outcome
+            done.append(outcome)
+        return done
 
     def top(self, k: int, among: Iterable[Outcome] | None = None) -> list[Outcome]:
         """The k fastest ok settings (this run and resumed), fastest first."""

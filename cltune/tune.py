@@ -110,7 +110,7 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     res = Result(path)
     with results.ResultsFile(path) as sink:
         results.save_device_info(path, info)
-        resumed, had_rerank = _resumed(path) if opts.resume else ({}, False)
+        resumed, had_rerank = _resumed(path, info) if opts.resume else ({}, False)
         strategy = ["listed"]
 
         def record(m: Measurement, phase: str) -> Outcome:
@@ -124,6 +124,9 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
 
         sweep = Sweep(lambda s, upcoming: backend.measure(problem, s, timing, upcoming),
                       lambda s: ident(s)["key"], record, resumed)
+        if hasattr(backend, "measure_many"):  # a farm: settings in parallel over its workers
+            sweep.measure_many = lambda settings: backend.measure_many(problem, timing, settings)
+            sweep.batch = backend.batch
         settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         outcomes = sweep.run_settings(settings[:1])
         if not (opts.timeout_s or cfg.timeout_s) and hasattr(backend, "timeout_s") and settings:
@@ -157,11 +160,13 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     return res
 
 
-def _resumed(path: Path) -> tuple[dict, bool]:
-    """Outcomes of the search rows already in the file, by key, and whether it holds a re-ranking."""
+def _resumed(path: Path, info) -> tuple[dict, bool]:
+    """Outcomes of the device's search rows already in the file, by key, and whether it holds the
+    device's re-ranking (a farm of several device kinds writes them all to one file)."""
     if not path.exists() or path.stat().st_size == 0:
         return {}, False
     df = results.load(path)
+    df = df[(df["device"] == info.name) & (df["driver"] == info.driver)]
     out = {}
     for row in df[df["phase"] == "search"].to_dict("records"):
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))

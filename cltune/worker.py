@@ -141,6 +141,14 @@ class WorkerRunner:
         self._conn.send((method, args))
         return self._receive(timeout if timeout is not None else self.timeout_s)
 
+    def configure(self, modules: tuple = (), **runner_kwargs) -> None:
+        """New tolerances, seed and modules for the live worker and for any worker started later."""
+        self.modules, self.kwargs = tuple(modules), {**self.kwargs, **runner_kwargs}
+        if self._proc is not None:
+            k = self.kwargs
+            self.call("configure", k.get("rtol", 1e-3), k.get("atol", 1e-3), k.get("seed", 0),
+                      k.get("prebuild"), self.modules)
+
     def measure(self, problem, setting, timing, upcoming=()) -> Measurement:
         t0 = time.perf_counter()
         try:

@@ -1,0 +1,47 @@
+"""`cltune worker` and `cltune sweep --farm`: parse, call the farm, print."""
+
+from __future__ import annotations
+
+import click
+
+from .cli import STATUS_WIDTH, device_option, main
+
+
+@main.command()
+@click.argument("scheduler")
+@device_option
+@click.option("--name", default=None, help="This worker's name in the results' `worker` column "
+                                           "(default: Dask's, its address).")
+def worker(scheduler, device, name):
+    """Serve SCHEDULER (a Dask scheduler's address, tcp://HOST:8786) with one OpenCL device."""
+    from .farm import _distributed
+    from .farm_worker import serve
+
+    _distributed()
+    serve(scheduler, device, name, click.echo)
+
+
+def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
+    """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
+    from . import farm
+
+    width = max([len(s.name) for s in cfg.settings] + [24])
+    click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
+    phase = [None]
+
+    def on_kind(kind, workers):
+        click.echo(f"device kind: {kind.describe()} on {len(workers)} worker(s): {', '.join(workers)}")
+        click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
+                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians) worker")
+        phase[0] = "search"
+
+    def on_row(row):
+        if row["phase"] != phase[0]:
+            phase[0] = row["phase"]
+            click.echo(f"-- {phase[0]}: the best settings again, measured interleaved on one worker --")
+        click.echo(f"{line(row, width)}  [{row['worker']}]")
+
+    for res in farm.sweep(cfg, opts, spec, on_row, on_kind):
+        if res.rerank_worker:
+            click.echo(f"re-ranked on worker {res.rerank_worker} ({res.kind.describe()})")
+        print_outcome(res, cfg)
