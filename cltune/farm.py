@@ -66,7 +66,8 @@ class Farm:
                 self.cluster = _local_cluster(int(m.group(1)), device)
                 self.client = dist.Client(self.cluster, set_as_default=False)
             else:
-                self.client = dist.Client(spec, timeout=workers_timeout_s, set_as_default=False)
+                connect_s = float(os.environ.get("CLTUNE_FARM_CONNECT_S", 30))
+                self.client = dist.Client(spec, timeout=connect_s, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self.close()
             raise FarmError(f"cannot reach the farm's scheduler {spec}: {str(exc).splitlines()[0]}") from None
@@ -96,7 +97,14 @@ class Farm:
 
     def alive(self, kind: Kind) -> list[str]:
         """Addresses of the workers holding the kind's resource now."""
-        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        try:
+            try:
+                workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            except TypeError:  # distributed before n_workers: every worker
+                workers = self.client.scheduler_info()["workers"]
+        except (OSError, TimeoutError) as exc:
+            raise FarmError(f"lost the farm's scheduler {self.spec}: {type(exc).__name__}; "
+                            "the rows so far are kept, --resume continues") from None
         return sorted(a for a, w in workers.items() if w.get("resources", {}).get(kind.key))
 
     def close(self) -> None:
@@ -235,7 +243,9 @@ class FarmBackend:
     def _result(self, fut, setting) -> Measurement:
         try:
             return fut.result()
-        except Exception as exc:  # noqa: BLE001 - any failure of a task is a row, never an abort
+        except UserError:
+            raise  # a mistake in the sweep (unknown family, a problem too big): one line, as locally
+        except Exception as exc:  # noqa: BLE001 - any other failure of a task is a row, never an abort
             if fut.status == "cancelled":
                 raise FarmError(f"lost the farm's scheduler {self.farm.spec}; the rows so far are kept, "
                                 "--resume continues") from None
