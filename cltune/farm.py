@@ -108,6 +108,9 @@ class Farm:
         return sorted(a for a, w in workers.items() if w.get("resources", {}).get(kind.key))
 
     def close(self) -> None:
+        # Fetches of results from a worker that died stay pending until now; asyncio would log
+        # each as "Task exception was never retrieved" with a traceback: not news, the rows say it.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         for part in ("client", "cluster"):
             obj = getattr(self, part, None)
             if obj is not None:
@@ -211,7 +214,9 @@ class FarmBackend:
                            workers=alive[:1], allow_other_workers=True)
         self._wait([fut])
         try:
-            out = fut.result()
+            out = self._get(fut)
+        except FarmError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a lost worker is a row, not an abort
             return [self._failed(s, exc) for s in settings]
         self.rerank_worker = out[0].worker if out else ""
@@ -220,29 +225,29 @@ class FarmBackend:
     def _wait(self, futures: list) -> list:
         """The futures that finished, waiting as long as the kind has a worker and the scheduler
         answers; raises FarmError otherwise."""
-        orphaned_since, next_check = None, time.monotonic() + 1.0
+        watch = _Watch(self)
         while True:
             done = [f for f in futures if f.done()]
             if done:
                 return done
             time.sleep(0.02)  # futures resolve on the client's own thread; this only looks
-            if time.monotonic() < next_check:
-                continue
-            next_check = time.monotonic() + 1.0
-            if self.farm.client.status != "running":
-                raise FarmError(f"lost the farm's scheduler {self.farm.spec}; the rows so far are kept, "
-                                "--resume continues")
-            if self.farm.alive(self.kind):
-                orphaned_since = None
-            elif orphaned_since is None:
-                orphaned_since = time.monotonic()
-            elif time.monotonic() - orphaned_since > self.grace_s:
-                raise FarmError(f"no worker of kind {self.kind.describe()} left for {self.grace_s:.0f} s; "
-                                "the rows so far are kept, --resume continues when one is back")
+            watch.check()
+
+    def _get(self, fut):
+        """A finished future's value; its worker may die before handing it over, and then Dask
+        runs it again: wait for that under the same watch."""
+        watch = _Watch(self)
+        while True:
+            try:
+                return fut.result(timeout=1.0)
+            except TimeoutError:
+                if fut.status == "error":
+                    raise
+                watch.check()
 
     def _result(self, fut, setting) -> Measurement:
         try:
-            return fut.result()
+            return self._get(fut)
         except UserError:
             raise  # a mistake in the sweep (unknown family, a problem too big): one line, as locally
         except Exception as exc:  # noqa: BLE001 - any other failure of a task is a row, never an abort
@@ -264,6 +269,29 @@ class FarmBackend:
 
     def close(self) -> None:
         pass  # the Farm owns the client
+
+
+class _Watch:
+    """Once a second while waiting: is the scheduler there, has the kind a worker (for how long not)?"""
+
+    def __init__(self, backend: FarmBackend):
+        self.backend, self.orphaned_since, self.next = backend, None, time.monotonic() + 1.0
+
+    def check(self) -> None:
+        if time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + 1.0
+        b = self.backend
+        if b.farm.client.status != "running":
+            raise FarmError(f"lost the farm's scheduler {b.farm.spec}; the rows so far are kept, "
+                            "--resume continues")
+        if b.farm.alive(b.kind):
+            self.orphaned_since = None
+        elif self.orphaned_since is None:
+            self.orphaned_since = time.monotonic()
+        elif time.monotonic() - self.orphaned_since > b.grace_s:
+            raise FarmError(f"no worker of kind {b.kind.describe()} left for {b.grace_s:.0f} s; "
+                            "the rows so far are kept, --resume continues when one is back")
 
 
 def farm_spec(option: str | None) -> str | None:

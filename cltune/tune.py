@@ -166,7 +166,8 @@ def _resumed(path: Path, info) -> tuple[dict, bool]:
     if not path.exists() or path.stat().st_size == 0:
         return {}, False
     df = results.load(path)
-    df = df[(df["device"] == info.name) & (df["driver"] == info.driver)]
+    df = df[(df["device"] == info.name) & (df["driver"] == info.driver)
+            & (df["compute_units"] == info.compute_units)]
     out = {}
     for row in df[df["phase"] == "search"].to_dict("records"):
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))

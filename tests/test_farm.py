@@ -219,10 +219,20 @@ def test_a_setting_that_kills_every_worker_is_a_crashed_row_naming_the_worker(tm
     assert set(df.loc[df["setting"] != "fault1_0", "status"]) == {"ok"}
 
 
+def slow_config(tmp_path) -> str:
+    """tune_small with every setting timed for at least 300 ms: the sweep is still running when a
+    test pulls the plug."""
+    from cltune import config
+
+    path = tmp_path / "slow.toml"
+    path.write_text(config.resolve_path("tune_small").read_text().replace("[run]", "[run]\nmin_time_ms = 300"))
+    return str(path)
+
+
 def test_a_sweep_killed_mid_run_is_completed_by_resume_on_the_farm(tmp_path):
     out = tmp_path / "killed.csv"
-    cmd = [sys.executable, "-m", "cltune", "sweep", "tune_small", "--farm", "local:2", "--strategy",
-           "exhaustive", "--budget", "14", "--rerank", "0", "--out", str(out)]
+    cmd = [sys.executable, "-m", "cltune", "sweep", slow_config(tmp_path), "--farm", "local:2", "--strategy",
+           "exhaustive", "--budget", "10", "--rerank", "0", "--out", str(out)]
     env = {**os.environ, "POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 120
@@ -235,11 +245,11 @@ def test_a_sweep_killed_mid_run_is_completed_by_resume_on_the_farm(tmp_path):
     proc.wait()
     with pytest.warns(results.TruncatedLineWarning) if not out.read_text().endswith("\n") else _nothing():
         kept = results.load(out)
-    assert 4 <= len(kept) < 15
+    assert 4 <= len(kept) < 11
     done = subprocess.run(cmd[:-2] + ["--resume", str(out)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     final = results.load(out)
-    assert len(final) == 15 and final["key"].is_unique
+    assert len(final) == 11 and final["key"].is_unique
     assert list(final["setting"][: len(kept)]) == list(kept["setting"])  # nothing measured was lost
 
 

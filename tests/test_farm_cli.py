@@ -1,0 +1,127 @@
+"""A farm as the README runs it: a Dask scheduler, `cltune worker`s that join it, and
+`cltune sweep --farm tcp://...`. Two device kinds on one machine (PoCL told to use 1 or 2 compute
+units), a kind whose last worker dies, and a scheduler that goes away."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cltune import results
+
+from .test_farm import slow_config
+
+pytest.importorskip("distributed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cmd, env=None):
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and its measuring process
+    proc.wait(30)
+
+
+def cus(n: int) -> dict:
+    return {"POCL_MAX_PTHREAD_COUNT": str(n), "POCL_CPU_MAX_CU_COUNT": str(n)}
+
+
+@pytest.fixture
+def scheduler():
+    port = free_port()
+    proc = start([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                  "--port", str(port), "--no-dashboard"])
+    procs = [proc]
+    yield f"tcp://127.0.0.1:{port}", procs
+    for p in procs:
+        stop(p)
+
+
+def worker(address, procs, name, n_cus):
+    proc = start([sys.executable, "-m", "cltune", "worker", address, "--name", name], cus(n_cus))
+    procs.append(proc)
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # wait until it has joined
+        if line.startswith(f"worker {name} at") or time.monotonic() > deadline:
+            break
+    assert proc.poll() is None, f"cltune worker {name} did not start"
+    return proc
+
+
+def sweep(address, *args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "cltune", "sweep", *args, "--farm", address],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def test_two_device_kinds_are_tuned_apart_each_with_its_rows_best_and_reranker(scheduler, tmp_path):
+    address, procs = scheduler
+    worker(address, procs, "board-a", 1)
+    worker(address, procs, "board-b", 2)
+    out = tmp_path / "kinds.csv"
+    done = sweep(address, "tune_small", "--budget", "3", "--rerank", "2", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("device kind:") == 2 and done.stdout.count("best:") == 2
+    df = results.load(out)
+    assert sorted(df["compute_units"].unique()) == [1, 2]
+    for n, board in ((1, "board-a"), (2, "board-b")):
+        rows = df[df["compute_units"] == n]
+        assert set(rows["worker"]) == {board}  # each kind measured by its own board only
+        assert len(rows[rows["phase"] == "search"]) == 4  # baseline + budget 3, per kind
+        rerank = rows[rows["phase"] == "rerank"]  # its own re-ranking: best 2 and the baseline
+        assert len(rerank) in (2, 3) and "normal" in set(rerank["setting"])
+        assert f"re-ranked on worker {board}" in done.stdout
+
+
+def test_the_last_worker_of_a_kind_dying_is_one_line_and_resume_finishes(scheduler, tmp_path):
+    address, procs = scheduler
+    board = worker(address, procs, "board-a", 1)
+    out = tmp_path / "orphan.csv"
+    args = [slow_config(tmp_path), "--strategy", "exhaustive", "--budget", "12", "--rerank", "0"]
+    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", *args, "--out", str(out), "--farm", address],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "CLTUNE_FARM_GRACE_S": "3"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 4):
+        time.sleep(0.05)
+    stop(board)
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, text
+    assert text.splitlines()[-1].startswith("Error: no worker of kind") and "Traceback" not in text
+    kept = results.load(out)
+    assert 3 <= len(kept) < 13
+    worker(address, procs, "board-b", 1)  # the kind is back: --resume continues
+    done = sweep(address, *args, "--resume", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    final = results.load(out)
+    assert len(final) == 13 and final["key"].is_unique
+    assert set(final["worker"][len(kept):]) == {"board-b"}
+
+
+def test_a_lost_scheduler_is_one_line_and_the_rows_are_kept(scheduler, tmp_path):
+    address, procs = scheduler
+    worker(address, procs, "board-a", 1)
+    out = tmp_path / "lost.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", slow_config(tmp_path), "--strategy",
+                             "exhaustive", "--budget", "12", "--rerank", "0", "--out", str(out),
+                             "--farm", address], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 4):
+        time.sleep(0.05)
+    stop(procs[0])
+    text, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 2, text
+    assert text.splitlines()[-1].startswith("Error: lost the farm's scheduler"), text
+    assert len(results.load(out)) >= 3
