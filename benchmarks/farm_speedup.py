@@ -1,0 +1,76 @@
+"""Settings per second on a farm of one worker against two, on the same space, side by side.
+
+Each worker is a `local:N` Dask worker whose PoCL uses one thread (POCL_MAX_PTHREAD_COUNT=1), so
+two workers on a 2-core machine should measure close to twice as many settings per second. The
+kernel cache is off (POCL_KERNEL_CACHE=0), so every round builds its kernels as the first did;
+rounds alternate 1 2, 2 1, 1 2 ... so drift on a shared machine hits both alike. The time counted is
+the sweep's (settings, search, no re-ranking), not the cluster's start.
+
+    python benchmarks/farm_speedup.py [--config tune_small] [--rounds 3] [--min-time-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cltune import config, farm, tune  # noqa: E402
+
+
+def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str]:
+    """(settings per second, settings, device) of one sweep of cfg on `workers` local workers."""
+    f = farm.Farm(f"local:{workers}")
+    try:
+        kind = f.kinds[0]
+        opts = tune.Options(out=out, rerank=0, strategy="exhaustive", budget=10**6)  # the whole space
+        backend = farm.FarmBackend(f, kind, cfg, opts)
+        t0 = time.perf_counter()
+        res = tune.run(cfg, opts, backend=backend)
+        seconds = time.perf_counter() - t0
+    finally:
+        f.close()
+    return len(res.rows) / seconds, len(res.rows), kind.describe()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="tune_small")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--min-time-ms", type=float, default=20.0,
+                    help="Timed kernel time per setting at least (the config's, if larger).")
+    args = ap.parse_args()
+    os.environ.update(POCL_MAX_PTHREAD_COUNT="1", POCL_CPU_MAX_CU_COUNT="1", POCL_KERNEL_CACHE="0")
+    cfg = config.load(args.config)
+    if cfg.timing.min_time_ms < args.min_time_ms:
+        from dataclasses import replace
+
+        cfg = replace(cfg, timing=replace(cfg.timing, min_time_ms=args.min_time_ms))
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for n in ((1, 2) if r % 2 == 0 else (2, 1)):
+                rate, count, device = one_round(cfg, n, Path(tmp) / f"r{r}_w{n}.csv")
+                rates[n].append(rate)
+                print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s", flush=True)
+    load = os.getloadavg()
+    print(f"\nspace: {cfg.name}, {count} settings a sweep (exhaustive, no re-ranking), "
+          f"min_time_ms {cfg.timing.min_time_ms:g}")
+    print(f"device: {device}; host {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    print(f"{'workers':>8} {'settings/s (median)':>20} {'rounds':>30}")
+    for n, med in ((1, one), (2, two)):
+        print(f"{n:>8} {med:>20.2f} {' '.join(f'{v:.2f}' for v in rates[n]):>30}")
+    print(f"two workers / one: {two / one:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
