@@ -24,7 +24,13 @@ def worker(scheduler, device, name):
 def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
     """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
     from . import farm
+    from .errors import UserError
 
+    if not opts.isolation:
+        raise UserError("--no-isolation: a farm always measures in each worker's own measuring process")
+    if opts.device is not None and not spec.strip().startswith("local:"):
+        raise UserError(f"--device picks this machine's device; the workers of {spec} picked theirs "
+                        "(cltune worker SCHEDULER --device D)")
     width = max([len(s.name) for s in cfg.settings] + [24])
     click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
     phase = [None]

@@ -270,3 +270,17 @@ def test_farm_needs_a_reachable_scheduler_one_line():
                            env={"CLTUNE_FARM_CONNECT_S": "3"})
     assert r.exit_code == 2 and r.output.splitlines()[-1].startswith("Error: cannot reach the farm's scheduler")
     assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--no-isolation"], "--no-isolation: a farm always measures"),
+    (["--device", "0"], "--device picks this machine's device"),
+])
+def test_options_a_farm_cannot_honour_are_refused_in_one_line(args, message):
+    # Bug guarded: --device or --no-isolation silently ignored on a farm whose workers chose their own.
+    from click.testing import CliRunner
+
+    from cltune.cli import main
+
+    r = CliRunner().invoke(main, ["sweep", "quick", "--farm", "tcp://127.0.0.1:9", *args])
+    assert r.exit_code == 2 and r.output.splitlines()[-1].startswith(f"Error: {message}"), r.output
