@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cltune import config, farm, tune  # noqa: E402
+from cltune.farm_backend import FarmBackend  # noqa: E402
 
 
 def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str]:
@@ -31,7 +32,7 @@ def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str]:
     try:
         kind = f.kinds[0]
         opts = tune.Options(out=out, rerank=0, strategy="exhaustive", budget=10**6)  # the whole space
-        backend = farm.FarmBackend(f, kind, cfg, opts)
+        backend = FarmBackend(f, kind, cfg, opts)
         t0 = time.perf_counter()
         res = tune.run(cfg, opts, backend=backend)
         seconds = time.perf_counter() - t0

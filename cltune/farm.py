@@ -16,12 +16,10 @@ import logging
 import os
 import re
 import time
-import uuid
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from typing import Callable
 
 from .errors import UserError
-from .records import Measurement, Status
 
 ENV = "CLTUNE_FARM"
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
@@ -154,146 +152,6 @@ def _local_cluster(n: int, device):
                         resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device)}, env=env)
 
 
-class FarmBackend:
-    """The measuring side of a sweep (like Runner / WorkerRunner), served by one kind's workers."""
-
-    def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S):
-        from .tune import DEFAULT_TIMEOUT_S
-
-        self.farm, self.kind, self.info, self.grace_s = farm, kind, kind.info, grace_s
-        self.kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed if opts.seed is None else opts.seed,
-                           prebuild=opts.prebuild)
-        self.modules = tuple(opts.modules)
-        self.timeout_s = opts.timeout_s or cfg.timeout_s or DEFAULT_TIMEOUT_S
-        self.batch = max(1, len(kind.workers))
-        self.rerank_worker = ""
-
-    @property
-    def conf(self) -> dict:
-        return {"kwargs": self.kwargs, "modules": self.modules, "timeout_s": self.timeout_s}
-
-    def _submit(self, fn, *args, **kwargs):
-        from .farm_worker import RESOURCE
-
-        tag = re.sub(r"[^A-Za-z0-9_]+", "_", getattr(args[1], "name", "rerank"))[:40]
-        return self.farm.client.submit(fn, self.conf, *args, key=f"cltune-{tag}-{uuid.uuid4().hex[:8]}",
-                                       resources={RESOURCE: 1, self.kind.key: 1}, pure=False, **kwargs)
-
-    def measure(self, problem, setting, timing, upcoming=()) -> Measurement:
-        return next(iter(self.measure_many(problem, timing, iter([setting]))))
-
-    def measure_many(self, problem, timing, settings: Iterator) -> Iterator[Measurement]:
-        """Keep one setting in flight per worker of the kind; yield each measurement as it ends."""
-        from .farm_worker import measure_task
-
-        inflight: dict = {}
-
-        def top_up(width: int) -> None:
-            while len(inflight) < width:
-                s = next(settings, None)
-                if s is None:
-                    return
-                inflight[self._submit(measure_task, problem, s, timing)] = s
-
-        try:
-            top_up(max(1, len(self.farm.alive(self.kind))))
-            while inflight:
-                for fut in self._wait(list(inflight)):
-                    yield self._result(fut, inflight.pop(fut))
-                top_up(max(1, len(self.farm.alive(self.kind))))
-        finally:
-            for fut in inflight:
-                fut.cancel()
-
-    def measure_interleaved(self, problem, settings, timing) -> list[Measurement]:
-        """The final re-ranking, all on one worker of the kind (boards of a kind still differ)."""
-        from .farm_worker import interleaved_task
-
-        alive = self.farm.alive(self.kind)
-        fut = self._submit(interleaved_task, problem, list(settings), timing,
-                           workers=alive[:1], allow_other_workers=True)
-        self._wait([fut])
-        try:
-            out = self._get(fut)
-        except FarmError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a lost worker is a row, not an abort
-            return [self._failed(s, exc) for s in settings]
-        self.rerank_worker = out[0].worker if out else ""
-        return out
-
-    def _wait(self, futures: list) -> list:
-        """The futures that finished, waiting as long as the kind has a worker and the scheduler
-        answers; raises FarmError otherwise."""
-        watch = _Watch(self)
-        while True:
-            done = [f for f in futures if f.done()]
-            if done:
-                return done
-            time.sleep(0.02)  # futures resolve on the client's own thread; this only looks
-            watch.check()
-
-    def _get(self, fut):
-        """A finished future's value; its worker may die before handing it over, and then Dask
-        runs it again: wait for that under the same watch."""
-        watch = _Watch(self)
-        while True:
-            try:
-                return fut.result(timeout=1.0)
-            except TimeoutError:
-                if fut.status == "error":
-                    raise
-                watch.check()
-
-    def _result(self, fut, setting) -> Measurement:
-        try:
-            return self._get(fut)
-        except UserError:
-            raise  # a mistake in the sweep (unknown family, a problem too big): one line, as locally
-        except Exception as exc:  # noqa: BLE001 - any other failure of a task is a row, never an abort
-            if fut.status == "cancelled":
-                raise FarmError(f"lost the farm's scheduler {self.farm.spec}; the rows so far are kept, "
-                                "--resume continues") from None
-            return self._failed(setting, exc)
-
-    def _failed(self, setting, exc: Exception) -> Measurement:
-        dist = _distributed()
-        if isinstance(exc, dist.KilledWorker):
-            last = exc.last_worker
-            name = str(getattr(last, "name", None) or getattr(last, "address", last))
-            return Measurement(setting=setting, status=Status.CRASHED, worker=name,
-                               error=f"{exc.allowed_failures + 1} workers died measuring it, the last "
-                                     f"{name} (KilledWorker)")
-        line = (str(exc).strip().splitlines() or [""])[0]
-        return Measurement(setting=setting, status=Status.CRASHED, error=f"{type(exc).__name__}: {line}")
-
-    def close(self) -> None:
-        pass  # the Farm owns the client
-
-
-class _Watch:
-    """Once a second while waiting: is the scheduler there, has the kind a worker (for how long not)?"""
-
-    def __init__(self, backend: FarmBackend):
-        self.backend, self.orphaned_since, self.next = backend, None, time.monotonic() + 1.0
-
-    def check(self) -> None:
-        if time.monotonic() < self.next:
-            return
-        self.next = time.monotonic() + 1.0
-        b = self.backend
-        if b.farm.client.status != "running":
-            raise FarmError(f"lost the farm's scheduler {b.farm.spec}; the rows so far are kept, "
-                            "--resume continues")
-        if b.farm.alive(b.kind):
-            self.orphaned_since = None
-        elif self.orphaned_since is None:
-            self.orphaned_since = time.monotonic()
-        elif time.monotonic() - self.orphaned_since > b.grace_s:
-            raise FarmError(f"no worker of kind {b.kind.describe()} left for {b.grace_s:.0f} s; "
-                            "the rows so far are kept, --resume continues when one is back")
-
-
 def farm_spec(option: str | None) -> str | None:
     """--farm, else $CLTUNE_FARM, else none (a local sweep)."""
     return option or os.environ.get(ENV) or None
@@ -304,6 +162,7 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
     """Tune cfg on every device kind of the farm, one kind after another, into one results file;
     returns one tune.Result per kind (its `kind` and `rerank_worker` set)."""
     from . import tune
+    from .farm_backend import FarmBackend
 
     farm = Farm(spec, opts.device)
     try:
