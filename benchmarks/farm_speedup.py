@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,19 +27,21 @@ from cltune import config, farm, tune  # noqa: E402
 from cltune.farm_backend import FarmBackend  # noqa: E402
 
 
-def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str]:
-    """(settings per second, settings, device) of one sweep of cfg on `workers` local workers."""
+def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, float]:
+    """(settings per second, settings, device, settings per worker, the share of a core this
+    process -- client and scheduler -- used) of one sweep of cfg on `workers` local workers."""
     f = farm.Farm(f"local:{workers}")
     try:
         kind = f.kinds[0]
         opts = tune.Options(out=out, rerank=0, strategy="exhaustive", budget=10**6)  # the whole space
         backend = FarmBackend(f, kind, cfg, opts)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         res = tune.run(cfg, opts, backend=backend)
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     finally:
         f.close()
-    return len(res.rows) / seconds, len(res.rows), kind.describe()
+    spread = Counter(r["worker"] for r in res.rows)
+    return len(res.rows) / seconds, len(res.rows), kind.describe(), dict(sorted(spread.items())), cpu / seconds
 
 
 def main() -> None:
@@ -58,9 +61,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-                rate, count, device = one_round(cfg, n, Path(tmp) / f"r{r}_w{n}.csv")
+                rate, count, device, spread, client = one_round(cfg, n, Path(tmp) / f"r{r}_w{n}.csv")
                 rates[n].append(rate)
-                print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s", flush=True)
+                print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s, "
+                      f"per worker {spread}, client and scheduler {client:.0%} of a core", flush=True)
     load = os.getloadavg()
     print(f"\nspace: {cfg.name}, {count} settings a sweep (exhaustive, no re-ranking), "
           f"min_time_ms {cfg.timing.min_time_ms:g}")
