@@ -195,6 +195,8 @@ def load(path: str | Path) -> pd.DataFrame:
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """The study's table: one line per setting with the median times, GFLOP/s and error."""
     cols = [c for c in SUMMARY if c in df.columns]
+    if "worker" in df.columns and df["worker"].notna().any():  # a farm's rows: which board measured it
+        cols.append("worker")
     out = df[cols].rename(columns={f"{t}_ms_median": t for t in TIMES})
     return out
 

@@ -136,6 +136,8 @@ def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, clus
     rerank = b[b["phase"] == "rerank"]
     assert len(rerank) in (2, 3) and rerank["worker"].nunique() == 1, shown
     assert rerank["worker"].iloc[0] == res.rerank_worker
+    assert results.format_table(b).splitlines()[0].split()[-1] == "worker"  # `cltune show` says who
+    assert "worker" not in results.format_table(a)
 
 
 def fault_config(faults, min_time_ms=0):
