@@ -16,11 +16,12 @@ def settings() -> list[str]:
     return list(builtin_settings())
 
 
-def best_setting(device_name: str, problem, path=None) -> dict | None:
-    """The best-config database's entry for this device name and problem (a Problem or its key)."""
+def best_setting(device_name: str, problem, path=None, target: str | None = None) -> dict | None:
+    """The best-config database's entry for this device name (and runtime target, when given) and
+    problem (a Problem or its key)."""
     from .best import best_setting as lookup
 
-    return lookup(device_name, problem, path)
+    return lookup(device_name, problem, path, target)
 
 
 # What `setting="best"` runs when the database has nothing for this device and problem.
@@ -40,7 +41,7 @@ def _resolve_setting(setting, runner, problem):
         get_family(family).resolve(values, "setting: ")
         return "custom", family, values
     if setting == "best":
-        entry = best_setting(runner.info.name, problem)
+        entry = best_setting(runner.info.name, problem, target=runner.info.target)
         if entry is not None:
             return entry["setting"], entry["family"], entry["params"]
         kind = "CPU" if "CPU" in runner.info.type else "GPU"

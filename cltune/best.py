@@ -22,15 +22,17 @@ def default_path() -> Path:
 
 
 def pick(df: pd.DataFrame) -> list[dict]:
-    """One entry per (device, problem): the fastest ok row, preferring the interleaved re-ranking."""
+    """One entry per (device, runtime, problem): the fastest ok row, preferring the interleaved re-ranking."""
     entries = []
-    for (name, platform, driver, problem), group in df.groupby(["device", "platform", "driver", "problem"]):
+    df = df.assign(target=df["target"].fillna("") if "target" in df else "")  # files from before targets
+    for (name, platform, driver, target, problem), group in df.groupby(
+            ["device", "platform", "driver", "target", "problem"]):
         ok = results.ok_rows(group)
         if ok.empty:
             continue
         ranked = ok[ok["phase"] == "rerank"] if (ok["phase"] == "rerank").any() else ok
         best = ranked.loc[ranked["run_ms_median"].idxmin()]
-        entry = {"device": name, "platform": platform, "driver": driver, "problem": problem,
+        entry = {"device": name, "platform": platform, "driver": driver, "target": target, "problem": problem,
                  "setting": best["setting"], "family": best["family"],
                  "params": json.loads(best["params"]), "run_ms": float(best["run_ms_median"]),
                  "gflops": _num(best.get("gflops")), "build_options": best["build_options"],
@@ -63,7 +65,8 @@ def update(files: list[str | Path], out: str | Path | None = None) -> tuple[Path
     path = Path(out) if out else default_path()
     db = load_db(path)
     for e in entries:
-        db["devices"].setdefault(device_key(e["device"], e["platform"], e["driver"]), {})[e["problem"]] = e
+        key = device_key(e["device"], e["platform"], e["driver"], e["target"])
+        db["devices"].setdefault(key, {})[e["problem"]] = e
     db["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -85,9 +88,12 @@ def load_db(path: str | Path | None = None) -> dict:
     return db
 
 
-def best_setting(device_name: str, problem, path: str | Path | None = None) -> dict | None:
-    """The best entry for this device (name, any driver: the newest) and problem, or None."""
+def best_setting(device_name: str, problem, path: str | Path | None = None,
+                 target: str | None = None) -> dict | None:
+    """The best entry for this device (name, any driver: the newest; of this code target when one is
+    given) and problem, or None."""
     key = problem if isinstance(problem, str) else problem.key
     hits = [entries[key] for dev, entries in load_db(path)["devices"].items()
-            if dev.split(" | ")[0] == device_name and key in entries]
+            if dev.split(" | ")[0] == device_name and key in entries
+            and (target is None or entries[key].get("target", "") == target)]
     return max(hits, key=lambda e: e["measured"]) if hits else None

@@ -43,18 +43,21 @@ def main():
 device_option = click.option(
     "--device", "-d", default=None,
     help="Device index (see `cltune devices`) or name substring; default $CLTUNE_DEVICE, "
-         "else the first GPU, else the first device.")
+         "else the first GPU that passes the probe, else the first device that does.")
 
 
 @main.command()
 def devices():
-    """List every OpenCL platform and device with its attributes."""
+    """List every OpenCL platform and device with its attributes and whether it passes the probe."""
     from .device import list_devices
 
-    for info in list_devices():
+    for info, result in list_devices():
         click.echo(f"[{info.index}] {info.name}  ({info.platform})")
+        click.echo("    Probe: " + ("ok (builds, runs and verifies a kernel)" if result.ok
+                                     else f"FAILED: {result.cause}; fix: {result.fix}"))
         for key, label in (("type", "Type"), ("version", "OpenCL version"), ("opencl_c", "OpenCL C"),
-                           ("driver", "Driver"), ("max_clock_mhz", "Max clock frequency (MHz)"),
+                           ("driver", "Driver"), ("target", "Target"),
+                           ("max_clock_mhz", "Max clock frequency (MHz)"),
                            ("compute_units", "Max compute units"),
                            ("max_work_group_size", "Max work-group size"),
                            ("max_work_item_sizes", "Max work-item sizes"),
@@ -169,6 +172,10 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     finally:
         backend.close()
     _print_outcome(result, cfg)
+    reason = tune.failure(result, cfg.baseline)
+    if reason:
+        click.echo(f"Error: nothing measured: {reason}", err=True)
+        sys.exit(1)
 
 
 class Progress:

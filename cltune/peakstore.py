@@ -20,8 +20,9 @@ def store_path() -> Path:
     return home() / STORE_NAME
 
 
-def device_key(name, platform, driver) -> str:
-    return f"{name} | {platform} | {driver}"
+def device_key(name, platform, driver, target="") -> str:
+    """One runtime on one device; the code target (PoCL's HSTR) is part of it when the runtime names one."""
+    return f"{name} | {platform} | {driver}" + (f" | {target}" if target else "")
 
 
 def _read(path: Path) -> dict:

@@ -23,7 +23,7 @@ from .records import Measurement, Status
 STATS = ("median", "min", "max")
 TIMES = ("queue", "submit", "run", "total")
 COLUMNS = (
-    ["time", "config", "device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz",
+    ["time", "config", "device", "platform", "driver", "target", "opencl_c", "compute_units", "max_clock_mhz",
      "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
      "flops", "real_flops", "min_bytes", "bytes_model", "weight_bytes", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
      "build_options",
@@ -34,7 +34,7 @@ COLUMNS = (
        "cltune_version", "source_hash", "key"]
 )
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
-TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "opencl_c", "problem", "input_shape",
+TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "target", "opencl_c", "problem", "input_shape",
                 "weight_shape", "stride", "padding", "dilation", "phase", "strategy", "baseline",
                 "family", "setting", "params", "build_options", "status", "error", "parts_run_ms",
                 "run_ms_samples", "cltune_version", "source_hash", "key")
@@ -47,8 +47,10 @@ class TruncatedLineWarning(UserWarning):
 
 
 def resume_key(info, problem, setting, build_options: str, source_hash: str) -> str:
-    """Same key only when device, driver, kernel source, options, problem and values all match."""
-    ident = [info.name, info.platform, info.driver, source_hash, build_options, problem.key, setting.key]
+    """Same key only when device, runtime (driver and code target), kernel source, options, problem
+    and values all match: rows of two runtimes on one machine never stand in for each other."""
+    ident = [info.name, info.platform, info.driver, info.target, source_hash, build_options,
+             problem.key, setting.key]
     return hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:16]
 
 
@@ -70,7 +72,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
     row = {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
         "device": info.name, "platform": info.platform, "driver": info.driver,
-        "opencl_c": info.opencl_c, "compute_units": info.compute_units,
+        "target": info.target, "opencl_c": info.opencl_c, "compute_units": info.compute_units,
         "max_clock_mhz": info.max_clock_mhz, "problem": p.key,
         "input_shape": "x".join(map(str, p.input_shape)), "weight_shape": "x".join(map(str, p.weight_shape)),
         "stride": f"{p.stride_h}x{p.stride_w}", "padding": f"{p.pad_h}x{p.pad_w}",

@@ -13,7 +13,7 @@ from . import results
 from .errors import UserError
 
 TIME = "run_ms_median"  # the kernel's own time: what speedups, ranks and progress are measured in
-DEVICE_COLUMNS = ("device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz")
+DEVICE_COLUMNS = ("device", "platform", "driver", "target", "opencl_c", "compute_units", "max_clock_mhz")
 @dataclass
 class Run:
     """One results CSV: its rows in the config's order, a short label and its device attributes."""

@@ -157,6 +157,22 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     return res
 
 
+def failure(result: Result, baseline: str | None) -> str | None:
+    """Why a sweep measured nothing usable (its baseline, or every setting, failed), else None.
+    The rows stay in the file; the command says this in one line and exits non-zero."""
+    first = [r for r in result.rows if r["phase"] == "search"]
+    if not first:
+        return None  # a resumed sweep with nothing left to measure
+    ok = [r for r in first if r["status"] == "ok"]
+    base = next((r for r in first if r["setting"] == baseline), None)
+    if ok and (base is None or base["status"] == "ok"):
+        return None
+    bad = base if base is not None and base["status"] != "ok" else first[0]
+    what = (f"the baseline {bad['setting']} failed" if bad is base and ok
+            else f"all {len(first)} settings failed")
+    return f"{what} ({bad['status']}: {bad['error']}); the rows are in {result.path}"
+
+
 def _resumed(path: Path) -> tuple[dict, bool]:
     """Outcomes of the search rows already in the file, by key, and whether it holds a re-ranking."""
     if not path.exists() or path.stat().st_size == 0:

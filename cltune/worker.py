@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import types
+import warnings
 
 from .errors import UserError
 from .records import Measurement, Status
@@ -39,14 +40,17 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
         return
     for name in modules:
         importlib.import_module(name)
+    from .device import DeviceSkipped
     from .measure import Runner
 
     try:
-        runner = Runner(device_spec, **runner_kwargs)
+        with warnings.catch_warnings(record=True) as caught:  # devices skipped: the parent says so
+            warnings.simplefilter("always", DeviceSkipped)
+            runner = Runner(device_spec, **runner_kwargs)
     except UserError as exc:
         conn.send(("user_error", str(exc)))
         return
-    conn.send(("ok", runner.info))
+    conn.send(("ok", (runner.info, [str(w.message) for w in caught if w.category is DeviceSkipped])))
     while True:
         try:
             method, args = conn.recv()
@@ -102,7 +106,14 @@ class WorkerRunner:
         finally:
             sys.modules["__main__"] = main
         child.close()
-        return self._receive(START_TIMEOUT_S)
+        info, skipped = self._receive(START_TIMEOUT_S)
+        if self.restarts == 0:
+            from .device import DeviceSkipped
+
+            for line in skipped:
+                warnings.warn(line, DeviceSkipped, stacklevel=3)
+        self.device_spec = info.index  # a restarted worker opens the same device, unprobed choices aside
+        return info
 
     def _receive(self, timeout: float | None):
         try:

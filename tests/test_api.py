@@ -33,7 +33,7 @@ def accepts(setting: str, case: dict) -> bool:
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("setting", cltune.settings())
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_matches_torch(case, setting, with_bias):
+def test_matches_torch(case, setting, with_bias, device):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(case["x"]).astype(np.float32)
     w = rng.standard_normal(case["w"]).astype(np.float32)
@@ -43,9 +43,9 @@ def test_matches_torch(case, setting, with_bias):
     if not accepts(setting, case):
         # A setting whose family cannot run the layer says so in one line instead of computing.
         with pytest.raises(UserError, match=f"setting {setting!r} cannot run"):
-            cltune.conv2d(x, w, b, setting=setting, **kw)
+            cltune.conv2d(x, w, b, setting=setting, device=device.index, **kw)
         return
-    got = cltune.conv2d(x, w, b, setting=setting, **kw)
+    got = cltune.conv2d(x, w, b, setting=setting, device=device.index, **kw)
     want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
                                       None if b is None else torch.from_numpy(b), **kw).numpy()
     assert got.shape == want.shape and got.dtype == np.float32
