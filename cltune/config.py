@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -21,7 +21,10 @@ DEFAULT_CONFIG = "mali_t860_conv3x3"
 TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"}
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
-            "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
+            "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
+            "warmup_ms", "adaptive", "top_repeat"}
+# Warm-up by kernel time as well as by count, after each setting's verification launch: see Timing.
+WARMUP_MS = 20.0
 SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}
 LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
@@ -137,7 +140,11 @@ def parse(data: dict, path: str = "<config>") -> Config:
         min_time_ms=float(c.get(run, "min_time_ms", (int, float), "run.", 0.0, nonneg, "a number >= 0")),
         max_repeat=c.get(run, "max_repeat", int, "run.", 1000, pos_int, "an int >= 1"),
         noisy_cv=float(c.get(run, "noisy_cv", (int, float), "run.", 0.10, nonneg, "a number >= 0")),
+        warmup_ms=float(c.get(run, "warmup_ms", (int, float), "run.", WARMUP_MS, nonneg, "a number >= 0")),
+        adaptive=c.get(run, "adaptive", bool, "run.", True, expected="true or false"),
     )
+    timing = replace(timing, top_repeat=c.get(run, "top_repeat", int, "run.", 2 * timing.repeat, pos_int,
+                                              "an int >= 1"))
     if timing.max_repeat < timing.repeat:
         c.fail("run.max_repeat", f"expected >= run.repeat ({timing.repeat}), got {timing.max_repeat}")
     rtol = float(c.get(run, "rtol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))

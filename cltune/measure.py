@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -161,14 +162,38 @@ class Runner:
             events.append(cl.enqueue_nd_range_kernel(self.queue, k, launch.global_size, launch.local_size))
         return events
 
-    def _round(self, prep: Prepared) -> Round:
-        events = self._enqueue(prep)
-        for evt in events:
-            evt.wait()
+    def _round(self, prep: Prepared, events=None) -> Round:
+        """One launch of all the setting's kernels (or the one already enqueued), waited for."""
+        events = events or self._enqueue(prep)
+        events[-1].wait()  # an in-order queue: the last one done means all are
         r = Round.from_events([(la.part, e.profile.queued, e.profile.submit, e.profile.start,
                                 e.profile.end) for la, e in zip(prep.launches, events)])
         self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
         return r
+
+    def _timed(self, prep: Prepared, timing: Timing) -> list[Round]:
+        """Warm up, then time launches, always with the next launch queued behind the one waited for:
+        the device never idles between launches, so no launch pays for waking PoCL's threads (or a
+        GPU's clocks), and the host blocks in clWaitForEvents instead of polling. Warm-up lasts
+        `warmup` launches and `warmup_ms` of kernel time; the timed count follows `timing.wanted`."""
+        inflight, rounds = deque(), []
+        warm_n, warm_ms = 0, 0.0
+        warming = not timing.warmed(0, 0.0)
+        while True:
+            runs = [r.run_ms for r in rounds]
+            if not warming and not timing.queue_more(runs, len(inflight)):
+                if not inflight:
+                    return rounds
+            else:
+                inflight.append(self._enqueue(prep))
+                if len(inflight) < 2:
+                    continue  # one more behind it before waiting
+            r = self._round(prep, inflight.popleft())
+            if warming:
+                warm_n, warm_ms = warm_n + 1, warm_ms + r.run_ms
+                warming = not timing.warmed(warm_n, warm_ms)
+            elif len(rounds) < timing.wanted(runs):
+                rounds.append(r)
 
     def _first_launch(self, problem: Problem, prep: Prepared) -> tuple[float, bool, float, str]:
         """The verification launch into a NaN-filled output: (wall ms, ok, max error, message)."""
@@ -222,17 +247,12 @@ class Runner:
             return prep.failed
         try:
             first_ms, ok, max_err, msg = self._first_launch(problem, prep)
-            for _ in range(timing.warmup):
-                self._round(prep)
-            rounds, run_sum = [], 0.0
-            while len(rounds) < timing.max_repeat and (
-                    len(rounds) < timing.repeat or run_sum < timing.min_time_ms):
-                rounds.append(self._round(prep))
-                run_sum += rounds[-1].run_ms
+            rounds = self._timed(prep, timing)
         except cl.Error as exc:
             return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **prep.base)
         return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
                            first_launch_ms=first_ms, max_abs_err=max_err, rounds=tuple(rounds),
+                           stopped_early=timing.stops_early([r.run_ms for r in rounds]),
                            wall_ms=(time.perf_counter() - t_start) * 1e3,
                            device_ms=self.device_ms - device_start, **prep.base)
 
@@ -246,11 +266,14 @@ class Runner:
         try:
             for p in live:
                 checks[id(p)] = self._first_launch(problem, p)
-                for _ in range(timing.warmup):
-                    self._round(p)
-            for _ in range(max(timing.repeat, 1)):
+            # Warm-up and timed rounds enqueued back to back, waited for once at the end: the
+            # device never idles between two settings' launches.
+            for _ in range(timing.warmup):
                 for p in live:
-                    rounds[id(p)].append(self._round(p))
+                    self._enqueue(p)
+            queued = [(p, self._enqueue(p)) for _ in range(max(timing.repeat, 1)) for p in live]
+            for p, events in queued:
+                rounds[id(p)].append(self._round(p, events))
         except cl.Error as exc:
             return [p.failed or Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **p.base)
                     for p in preps]

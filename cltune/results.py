@@ -27,7 +27,7 @@ COLUMNS = (
      "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
      "flops", "real_flops", "min_bytes", "bytes_model", "weight_bytes", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
      "build_options",
-     "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n"]
+     "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n", "stopped_early"]
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
     + ["run_ms_cv", "gflops", "real_gflops", "gbps", "intensity", "peak_gflops", "peak_gbps",
        "compute_share", "roof_share", "bound", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
@@ -84,7 +84,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
         "build_options": m.build_options, "status": str(m.status), "error": m.error,
         "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,
-        "n": len(m.rounds), "wall_ms": m.wall_ms, "device_ms": m.device_ms, "cltune_version": __version__,
+        "n": len(m.rounds), "stopped_early": m.stopped_early, "wall_ms": m.wall_ms, "device_ms": m.device_ms, "cltune_version": __version__,
         "source_hash": m.source_hash,
         "key": resume_key(info, problem, m.setting, m.build_options, m.source_hash),
         "phase": "search",
@@ -100,7 +100,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         med = row["run_ms_median"]
         cv = statistics.pstdev(runs) / statistics.fmean(runs) if len(runs) > 1 and med > 0 else 0.0
         row["run_ms_cv"] = cv
-        row["noisy"] = cv > noisy_cv
+        row["noisy"] = len(runs) >= 3 and cv > noisy_cv  # two launches cannot tell noise from a trend
         if med > 0:
             row["gflops"] = p.flops / (med * 1e6)  # effective: the direct convolution's FLOPs
             row["real_gflops"] = row["real_flops"] / (med * 1e6)

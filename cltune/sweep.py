@@ -86,6 +86,12 @@ class Sweep:
         self.outcomes[key] = outcome
         return outcome
 
+    def incumbent(self) -> float | None:
+        """The best median so far (this run and resumed): what adaptive repeats compare against."""
+        costs = [o.cost for o in (*self.outcomes.values(), *self.resumed.values())
+                 if o.status == Status.OK.value and o.cost is not None]
+        return min(costs, default=None)
+
     def top(self, k: int, among: Iterable[Outcome] | None = None) -> list[Outcome]:
         """The k fastest ok settings (this run and resumed), fastest first."""
         pool = list(among) if among is not None else list(self.outcomes.values())

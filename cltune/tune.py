@@ -79,8 +79,9 @@ def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, b
     timing = cfg.timing
     if opts.warmup is not None:
         timing = replace(timing, warmup=opts.warmup)
-    if opts.repeat is not None:
-        timing = replace(timing, repeat=opts.repeat, max_repeat=max(opts.repeat, timing.max_repeat))
+    if opts.repeat is not None:  # a fixed count: adaptive repeats off
+        timing = replace(timing, repeat=opts.repeat, max_repeat=max(opts.repeat, timing.max_repeat),
+                         adaptive=False)
     own = backend is None
     backend = backend or open_backend(cfg, opts)
     try:
@@ -122,8 +123,11 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
             on_row(row)
             return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
 
-        sweep = Sweep(lambda s, upcoming: backend.measure(problem, s, timing, upcoming),
-                      lambda s: ident(s)["key"], record, resumed)
+        def measure(setting: Setting, upcoming) -> Measurement:
+            at = replace(timing, incumbent_ms=sweep.incumbent()) if timing.adaptive else timing
+            return backend.measure(problem, setting, at, upcoming)
+
+        sweep = Sweep(measure, lambda s: ident(s)["key"], record, resumed)
         settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         outcomes = sweep.run_settings(settings[:1])
         if not (opts.timeout_s or cfg.timeout_s) and hasattr(backend, "timeout_s") and settings:
