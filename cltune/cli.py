@@ -9,6 +9,7 @@ import warnings
 import click
 
 from . import __version__
+from .config import SEED_MAX
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
@@ -20,13 +21,48 @@ class Fail(click.ClickException):
 
 
 class Group(click.Group):
-    """Turns a UserError anywhere below into `Error: <one line>` and exit code 2."""
+    """Turns a UserError anywhere below into `Error: <one line>` and exit code 2; so too any other
+    exception (bad input cltune did not foresee), with its type, unless --debug asks for the traceback."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
         except UserError as exc:
-            raise Fail(str(exc)) from None
+            raise Fail(one_line(str(exc))) from None
+        except OSError as exc:
+            if ctx.params.get("debug"):
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise Fail(one_line(f"{where}{exc.strerror or exc}")) from None
+        except Exception as exc:  # noqa: BLE001  (the one place that turns the unforeseen into a line)
+            if ctx.params.get("debug"):
+                raise
+            raise Fail(one_line(f"{type(exc).__name__}: {exc}") + " (cltune --debug shows the traceback)") from None
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """The first line of a message, cut to a length a terminal shows."""
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds > 0 (click's FloatRange lets nan and inf through)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v) or v <= 0:
+            self.fail(f"expected a finite number of seconds > 0, got {value!r}", param, ctx)
+        return v
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None):
@@ -35,7 +71,8 @@ def _warning_line(message, category, filename, lineno, file=None, line=None):
 
 @click.group(cls=Group)
 @click.version_option(__version__, prog_name="cltune")
-def main():
+@click.option("--debug", is_flag=True, envvar="CLTUNE_DEBUG", help="Show the traceback of an unexpected error.")
+def main(debug):
     """Tune and measure OpenCL conv2d kernels (Mali T860 class GPUs, PoCL on any CPU)."""
     warnings.showwarning = _warning_line
 
@@ -120,29 +157,32 @@ def _line(row: dict, width: int) -> str:
 @click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None,
               help="Search strategy for the config's [[space]]s (default: the config's, else exhaustive).")
 @click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings measured per space.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds of search per space.")
-@click.option("--seed", type=int, default=None, help="Seed of the inputs and of random/TPE search.")
+@click.option("--time-limit", type=Seconds(), default=None, help="Seconds of search per space.")
+@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None,
+              help="Seed of the inputs and of random/TPE search.")
 @click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Append to this results file, measuring only the settings it does not hold yet.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Append to this results file (written by the same config, problem and device), "
+                   "measuring only the settings it does not hold yet.")
+@click.option("--retry-failed", is_flag=True,
+              help="With --resume: measure again the settings whose rows are not ok (the new row counts).")
+@click.option("--timeout", type=Seconds(), default=None,
               help="Seconds one setting may take before its worker is killed "
                    "(default: 10x the baseline's time, at least 60).")
 @click.option("--no-isolation", is_flag=True, help="Measure in this process (debugging; a crash ends the sweep).")
 @click.option("--rerank", type=click.IntRange(min=0), default=None,
               help="Re-measure the best N settings interleaved at the end (default: the config's, 3).")
-def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, timeout,
-          no_isolation, rerank):
+def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, retry_failed,
+          timeout, no_isolation, rerank):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from . import config as cfgmod
     from . import tune
 
-    if out and resume:
-        raise UserError("--out and --resume both name the results file; give one")
     cfg = cfgmod.load(config)
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
-                        timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank)
+                        timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
+                        retry_failed=retry_failed)
+    tune.check_options(opts)
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info

@@ -76,21 +76,25 @@ class Space:
 
     def reject_reason(self, values: dict, problem, device=None) -> str | None:
         """The first named constraint or device limit this point breaks, or None."""
-        env = {**problem_env(problem), **values}
-        for name, expr in self.constraints:
-            try:
-                ok = expr(env)
-            except (ZeroDivisionError, TypeError) as exc:
-                return f"constraint {name}: {exc}"
-            if not ok:
-                return f"constraint {name}: {expr.text}"
-        reason = device_limit_reason(values, device)
+        reason = self.constraint_reason(values, problem)[0] or device_limit_reason(values, device)
         if reason is None:
             from .workloads import get_family
 
             family = get_family(self.family)
             reason = family.reject_reason(problem, family.resolve(values), device)
         return reason
+
+    def constraint_reason(self, values: dict, problem) -> tuple[str | None, bool]:
+        """(the first named constraint this point breaks or None, whether it failed to evaluate)."""
+        env = {**problem_env(problem), **values}
+        for name, expr in self.constraints:
+            try:
+                ok = expr(env)
+            except (ZeroDivisionError, TypeError, OverflowError) as exc:
+                return f"constraint {name} cannot be evaluated: {exc}", True
+            if not ok:
+                return f"constraint {name}: {expr.text}", False
+        return None, False
 
     def points(self):
         """Every combination, in a fixed order (the config's value order, last parameter fastest)."""

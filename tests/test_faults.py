@@ -103,7 +103,7 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
     with results.ResultsFile(path):
         with pytest.raises(UserError, match="another cltune sweep is writing to this results file"):
             results.ResultsFile(path)
-    results.ResultsFile(path).close()  # released when the first sweep ends
+    results.ResultsFile(path, resume=True).close()  # released when the first sweep ends
 
 
 def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
