@@ -15,6 +15,8 @@ from .paths import home
 from .peakstore import device_key
 
 VERSION = 1
+NEEDED = ("device", "platform", "driver", "problem", "phase", "family", "setting", "params", "status",
+          "run_ms_median", "gflops", "build_options", "source_hash", "baseline", "time")
 
 
 def default_path() -> Path:
@@ -55,10 +57,11 @@ def update(files: list[str | Path], out: str | Path | None = None) -> tuple[Path
     """Read results files, pick the best per device and problem, merge them into the database."""
     frames = []
     for f in files:
-        try:
-            frames.append(results.load(f))
-        except (ValueError, OSError) as exc:
-            raise UserError(f"{f}: cannot read results: {str(exc).splitlines()[0]}") from None
+        df = results.load(f)  # an unreadable file is one UserError naming it
+        missing = [c for c in NEEDED if c not in df.columns]
+        if missing:
+            raise UserError(f"{f}: not a results file of this cltune version (no {', '.join(missing)} column(s))")
+        frames.append(df)
     entries = pick(pd.concat(frames, ignore_index=True))
     path = Path(out) if out else default_path()
     db = load_db(path)

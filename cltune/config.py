@@ -319,10 +319,10 @@ def _check_constraints(c: _Checker, where: str, space: Space, problem, whole: bo
         if failed:
             errors += 1
             first = first or (values, reason)
+    if whole and not passed and space.size <= CHECKED_POINTS:
+        c.fail(f"{where}constraints", f"reject every one of the space's {space.size} points"
+                                      + (f" (first: {first[1]})" if first else ""))
     if first:
         point = " ".join(f"{k}={v}" for k, v in first[0].items())
         warnings.warn(f"{c.path}: {where}constraints: {first[1]} at {point} ({errors} of the {n} points "
                       "checked fail to evaluate; they are skipped)", ConstraintWarning, stacklevel=2)
-    if whole and not passed and space.size <= CHECKED_POINTS:
-        c.fail(f"{where}constraints", f"reject every one of the space's {space.size} points"
-                                      + (f" (first: {first[1]})" if first else ""))

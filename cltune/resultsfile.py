@@ -46,6 +46,12 @@ class Table:
 def _field_problem(col: str, value: str) -> str | None:
     if col == "status":
         return None if value in STATUSES else f"unknown status {value[:40]!r}"
+    if col == "params":
+        try:
+            ok = isinstance(json.loads(value), dict)
+        except ValueError:
+            ok = False
+        return None if ok else f"params {value[:40]!r} is not a JSON object"
     if value == "" or col in TEXT_COLUMNS or col not in KNOWN:  # other columns: as written
         return None
     if col in schema.BOOL_COLUMNS:
@@ -164,6 +170,7 @@ class ResultsFile:
 
     def __init__(self, path: str | Path, header: dict | None = None, resume: bool = False):
         self.path = Path(path)
+        created = not self.path.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "a", newline="")
@@ -173,6 +180,8 @@ class ResultsFile:
             self._open(header, resume)
         except BaseException:
             self._fh.close()
+            if created and self.path.is_file() and self.path.stat().st_size == 0:
+                self.path.unlink()  # refused: leave nothing behind
             raise
         self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="raise")
 
