@@ -131,8 +131,8 @@ def read(path: str | Path) -> Table:
 
 
 def frame(table: Table) -> pd.DataFrame:
-    """The rows as a DataFrame, text columns as text; a later search row of the same key (a retry
-    with --retry-failed) supersedes an earlier one."""
+    """The rows as a DataFrame, text columns as text; a failed search row is superseded by a later
+    search row of the same key and setting (a retry with --retry-failed)."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(table.columns)
@@ -142,7 +142,8 @@ def frame(table: Table) -> pd.DataFrame:
                      dtype={c: str for c in TEXT_COLUMNS if c in table.columns})
     if {"key", "phase"} <= set(df.columns) and len(df):
         search = df["phase"] == "search"
-        stale = search & df[search]["key"].duplicated(keep="last").reindex(df.index, fill_value=False)
+        later = df[search].duplicated(["key", "setting"], keep="last").reindex(df.index, fill_value=False)
+        stale = search & later & (df["status"] != Status.OK.value)
         df = df[~stale].reset_index(drop=True)
     return df
 
