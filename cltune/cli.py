@@ -281,7 +281,7 @@ def show(csv_file, all_columns):
 @main.command()
 @click.argument("results_files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Database file (default: $CLTUNE_HOME/best.json, ~/.cache/cltune/best.json).")
+              help="Database file, SQLite (default: $CLTUNE_HOME/cltune.sqlite, ~/.cache/cltune/cltune.sqlite).")
 def best(results_files, out):
     """Record the best setting per device and problem from RESULTS files in the best-config database."""
     from . import best as bestmod

@@ -1,10 +1,9 @@
 """The tuning loop with a fake device: spaces, device limits, strategies' budgets, resume, best."""
 
-import json
 
 import pytest
 
-from cltune import best, config, results, tune
+from cltune import best, config, results, store, tune
 from cltune.records import Status
 from cltune.sweep import Budget, Sweep
 
@@ -178,13 +177,13 @@ def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
 def test_best_database_round_trip(tmp_path):
     cfg = make_config(budget=10)
     _, res = run_fake(cfg, tmp_path)
-    db = tmp_path / "best.json"
+    db = tmp_path / "best.sqlite"
     path, entries = best.update([tmp_path / "r.csv"], db)
     assert len(entries) == 1
     entry = best.best_setting("Fake GPU", cfg.problem, db)
     assert entry["setting"] == res.ranking[0]["setting"]
     assert entry["speedup"] == pytest.approx(fake_cost({}) / res.ranking[0]["run_ms_median"])
-    assert json.loads(db.read_text())["devices"]
+    assert [e["problem"] for e in store.all_best(db)] == [cfg.problem.key]
     assert best.best_setting("Other GPU", cfg.problem, db) is None
 
 
