@@ -1,6 +1,5 @@
 """The tuning loop with a fake device: spaces, device limits, strategies' budgets, resume, best."""
 
-
 import pytest
 
 from cltune import best, config, results, store, tune
