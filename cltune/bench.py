@@ -95,7 +95,7 @@ def best_per_family(csv_path: Path) -> dict[str, dict]:
 
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
-    spaces = tuple(s for s in cfg.spaces if s.valid_settings(problem))
+    spaces = tuple(s for s in cfg.spaces if next(s.iter_valid(problem), None) is not None)
     if not spaces and not cfg.settings:
         return {}
     # The config's [[setting]]s (e.g. each family's built-in settings) are measured as well, so the

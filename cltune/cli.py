@@ -14,6 +14,7 @@ from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
 STATUS_WIDTH = 12
+SAMPLE = 1000  # points drawn to describe a space too large to list
 
 
 class Fail(click.ClickException):
@@ -122,8 +123,13 @@ def settings_cmd(config):
         extra = f"  [invalid: {reason}]" if reason else ""
         click.echo(f"{s.name:<{width}}  {s.family}  {opts}{extra}")
     for space in cfg.spaces:
-        valid = len(space.valid_settings(cfg.problem))
-        click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        if space.countable:
+            valid = len(space.valid_settings(cfg.problem))
+            click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        else:  # too many to list: the size is the product of the value lists; a sample says the rest
+            passed = space.sampled_pass(cfg.problem, SAMPLE)
+            click.echo(f"space {space.family}: {space.size} points (too many to list), "
+                       f"{passed} of {SAMPLE} sampled pass the constraints")
         for name, values in space.params:
             click.echo(f"    {name} = {list(values)}")
         for name, expr in space.constraints:
@@ -236,6 +242,9 @@ def _expected_rows(cfg, opts) -> int:
     budget = opts.budget or cfg.budget
     n = len(cfg.settings)
     for space in cfg.spaces:
+        if not space.countable:  # never listed just to size the bar: the budget, else the size
+            n += budget or space.size
+            continue
         valid = len(space.valid_settings(cfg.problem))
         n += min(valid, budget) if budget else valid
     rerank = cfg.rerank if opts.rerank is None else opts.rerank

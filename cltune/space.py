@@ -46,6 +46,8 @@ def auto_name(family: str, params: dict) -> str:
     return family + "[" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) + "]"
 
 
+LIST_LIMIT = 100_000  # a space with more points is sampled, never listed
+
 PROBLEM_NAMES = ("batch", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "filter_h", "filter_w",
                  "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
                  "pool")
@@ -103,7 +105,27 @@ class Space:
             yield dict(zip(names, combo))
 
     def valid_settings(self, problem, device=None) -> list[Setting]:
-        return [self.setting(v) for v in self.points() if self.reject_reason(v, problem, device) is None]
+        return list(self.iter_valid(problem, device))
+
+    def iter_valid(self, problem, device=None):
+        """The valid settings in the fixed order, one at a time (a huge space is never listed)."""
+        return (self.setting(v) for v in self.points() if self.reject_reason(v, problem, device) is None)
+
+    @property
+    def countable(self) -> bool:
+        """Small enough to list and count every point quickly."""
+        return self.size <= LIST_LIMIT
+
+    def sample(self, rng) -> dict:
+        """One point drawn uniformly, without listing the space (rng: a random.Random)."""
+        return {name: rng.choice(values) for name, values in self.params}
+
+    def sampled_pass(self, problem, n: int = 1000, seed: int = 0, device=None) -> int:
+        """How many of n uniformly drawn points pass the constraints and limits."""
+        import random
+
+        rng = random.Random(seed)
+        return sum(self.reject_reason(self.sample(rng), problem, device) is None for _ in range(n))
 
 
 def device_limit_reason(values: dict, device) -> str | None:

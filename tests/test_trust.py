@@ -328,3 +328,38 @@ def test_an_unwritable_out_and_a_device_file_are_one_line(tmp_path):
                          ("/dev/full", "/dev/full: not a regular file")):
         with pytest.raises(UserError, match=message):
             sweep(cfg, out, out=out)
+
+
+# 5. Spaces too large to list are sampled ---------------------------------------------------------
+
+HUGE = {"family": "conv2d", "params": {"MACROS": [0, 1, 2, 3, 4], "UNROLL": [0, 1, 2], "MAD24": [0, 1],
+                                       "LWS_X": list(range(1, 201)), "LWS_Y": list(range(1, 201)),
+                                       "LWS_Z": list(range(1, 601))},
+        "constraints": {"groups_in_reach": "LWS_X * LWS_Y * LWS_Z <= 4000000"}}
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe", "exhaustive"])
+def test_a_space_of_720_million_points_measures_its_budget_without_listing_it(tmp_path, strategy):
+    # Every point used to be listed first (progress bar and strategies): nothing written in 30 s.
+    import time
+
+    cfg = make_config(budget=3, strategy=strategy, extra_space=HUGE)
+    assert cfg.spaces[0].size == 720_000_000 and not cfg.spaces[0].countable
+    t0 = time.monotonic()
+    backend = sweep(cfg, None, out=tmp_path / "h.csv")
+    assert time.monotonic() - t0 < 20
+    searched = [s for s in backend.measured if s.name != "normal"]
+    assert len(searched) == 3 and len({s.key for s in searched}) == 3
+    assert all(v["LWS_X"] * v["LWS_Y"] * v["LWS_Z"] <= 4000000 for v in (s.values for s in searched))
+
+
+def test_settings_of_a_huge_space_prints_its_size_and_a_sample_instead_of_listing(tmp_path):
+    path = tmp_path / "huge.toml"
+    params = "\n".join(f"{k} = {v}" for k, v in HUGE["params"].items())
+    path.write_text(BASE + "[[space]]\nfamily = 'conv2d'\n[space.params]\n" + params +
+                    "\n[space.constraints]\ngroups_in_reach = 'LWS_X * LWS_Y * LWS_Z <= 4000000'\n")
+    res = CliRunner().invoke(main, ["settings", str(path)])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("space conv2d"))
+    assert line.startswith("space conv2d: 720000000 points (too many to list), ")
+    assert line.endswith(" of 1000 sampled pass the constraints")
