@@ -321,6 +321,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     from . import bench as benchmod
     from . import config as cfgmod
     from . import tune
+    from .paths import slug
 
     cfg = cfgmod.load(config)
     if not cfg.layers:
@@ -330,7 +331,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     if only and only - names:
         raise UserError(f"--layers: unknown layer(s) {', '.join(sorted(only - names))}; "
                         f"known: {', '.join(n for n, _, _ in cfg.layers)}")
-    out = Path(out or f"results/{cfg.name}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    out = Path(out or f"results/{slug(cfg.name)}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
     df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo)
     out.parent.mkdir(parents=True, exist_ok=True)
