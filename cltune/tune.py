@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -210,7 +211,9 @@ def _wall_ms(rows: list, path: Path, key: str) -> float | None:
         if row["key"] == key:
             return row["wall_ms"]
     if path.exists():
-        df = results.load(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # _resumed() has warned about this file's bad lines
+            df = results.load(path)
         hit = df[df["key"] == key]
         if len(hit):
             return float(hit["wall_ms"].iloc[0])
