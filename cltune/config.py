@@ -309,16 +309,9 @@ CHECKED_POINTS = 20000  # a larger space is checked on its first points only
 def _check_constraints(c: _Checker, where: str, space: Space, problem, whole: bool) -> None:
     """Say once when a constraint errors for some points; refuse a space no point of which passes
     the constraints (checked exactly for spaces of up to CHECKED_POINTS points)."""
-    import itertools
     import warnings
 
-    passed, errors, first, n = 0, 0, None, 0
-    for n, values in enumerate(itertools.islice(space.points(), CHECKED_POINTS), 1):
-        reason, failed = space.constraint_reason(values, problem)
-        passed += reason is None
-        if failed:
-            errors += 1
-            first = first or (values, reason)
+    n, passed, errors, first = space.check_constraints(problem, CHECKED_POINTS)
     if whole and not passed and space.size <= CHECKED_POINTS:
         c.fail(f"{where}constraints", f"reject every one of the space's {space.size} points"
                                       + (f" (first: {first[1]})" if first else ""))

@@ -98,6 +98,20 @@ class Space:
                 return f"constraint {name}: {expr.text}", False
         return None, False
 
+    def check_constraints(self, problem, limit: int) -> tuple[int, int, int, tuple | None]:
+        """Over the first `limit` points: (checked, passing the constraints, failing to evaluate,
+        (values, reason) of the first that failed to evaluate)."""
+        checked = passed = errors = 0
+        first = None
+        for values in itertools.islice(self.points(), limit):
+            checked += 1
+            reason, failed = self.constraint_reason(values, problem)
+            passed += reason is None
+            if failed:
+                errors += 1
+                first = first or (values, reason)
+        return checked, passed, errors, first
+
     def points(self):
         """Every combination, in a fixed order (the config's value order, last parameter fastest)."""
         names = [n for n, _ in self.params]
