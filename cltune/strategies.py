@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random as _random
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -70,8 +71,6 @@ def _drawn(search: Search, rng: _random.Random, give_up: int = 10_000):
         misses = 0
         seen.add(setting.key)
         yield setting
-    import warnings
-
     warnings.warn(f"space {search.space.family}: {give_up} random draws in a row were rejected or already "
                   "measured; the search stops there (loosen the constraints or list fewer values)",
                   stacklevel=2)

@@ -13,10 +13,10 @@ from typing import Callable
 from . import results, schema
 from .config import SEED_MAX
 from .errors import UserError
+from .paths import slug
 from .records import Measurement, Timing
 from .space import Setting
 from .sweep import Budget, Outcome, Sweep
-from .paths import slug
 from .workloads import get_family
 
 DEFAULT_TIMEOUT_S = 600.0  # until the baseline's time is known
