@@ -149,13 +149,17 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
         names = [s.name for s in cfg.settings]
         width = max([len(n) for n in names] + [24])
-        click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)")
+        # The table's heading comes with its first row: a sweep refused before measuring (another
+        # sweep's file, a problem too large) prints its one line of error without a table above it.
+        heading = [f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
+                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)"]
         phase = ["search"]
         bar = Progress(_expected_rows(cfg, opts))
 
         def on_row(row):
             bar.clear()
+            if heading:
+                click.echo(heading.pop())
             if row["phase"] != phase[0]:
                 phase[0] = row["phase"]
                 click.echo(f"-- {phase[0]}: the best settings again, measured interleaved --")

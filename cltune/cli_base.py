@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
+import sys
+
 import click
 
 from .errors import UserError
@@ -22,6 +26,9 @@ class Group(click.Group):
             raise
         except UserError as exc:
             raise Fail(one_line(str(exc))) from None
+        except BrokenPipeError:  # `cltune show x.csv | head`: the reader left, there is no one to tell
+            _silence_stdout()
+            raise click.exceptions.Exit(1) from None
         except OSError as exc:
             if ctx.params.get("debug"):
                 raise
@@ -31,6 +38,14 @@ class Group(click.Group):
             if ctx.params.get("debug"):
                 raise
             raise Fail(one_line(f"{type(exc).__name__}: {exc}") + " (cltune --debug shows the traceback)") from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail a second time."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
 
 
 def one_line(text: str, limit: int = 400) -> str:
