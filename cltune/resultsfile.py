@@ -104,7 +104,7 @@ def read(path: str | Path) -> Table:
             raise UserError(f"{path}: line 1: {exc}") from None
         first = 1
     if len(lines) <= first:
-        raise UserError(f"{path}: not a cltune results file (no column line)")
+        raise UserError(f"{path}: line {first + 1}: not a cltune results file (no column line)")
     try:
         columns = next(csv.reader([lines[first].decode("utf-8").rstrip("\r")], strict=True), [])
     except (UnicodeDecodeError, csv.Error):
