@@ -76,7 +76,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         out = np.empty(a.output_shape, np.float32)
         return out[0] if a.unbatched else out
     runner = _runner(device)
+    refusal = a.problem.size_refusal(runner.info)  # before a large (e.g. broadcast) input is copied
+    if refusal:
+        raise UserError(refusal)
     name, family, params = _resolve_setting(setting, runner, a.problem)
-    runner.load_problem(a.problem, inputs=(a.x, a.w, a.b), reference=False)
+    x, w, b = checks.contiguous(a.x), checks.contiguous(a.w), checks.contiguous(a.b)
+    runner.load_problem(a.problem, inputs=(x, w, b), reference=False)
     out = runner.run_once(a.problem, Setting.make(name, family, params))
     return out[0] if a.unbatched else out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -73,7 +74,7 @@ class Runner:
         b = b if b is not None else np.zeros(problem.out_c, np.float32)
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
-        out_nbytes = 4 * int(np.prod(problem.output_shape))
+        out_nbytes = 4 * math.prod(problem.output_shape)
         self.bufs = Buffers(cl.Buffer(self.ctx, ro, hostbuf=x), cl.Buffer(self.ctx, ro, hostbuf=w),
                             cl.Buffer(self.ctx, ro, hostbuf=b),
                             cl.Buffer(self.ctx, mf.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
@@ -81,17 +82,9 @@ class Runner:
         self._problem = problem if inputs is None else None
 
     def _check_fits(self, problem: Problem) -> None:
-        sizes = {"input": problem.input_shape, "weight": problem.weight_shape, "output": problem.output_shape}
-        total = 0
-        for name, shape in sizes.items():
-            nbytes = 4 * int(np.prod(shape))
-            total += nbytes
-            if nbytes > self.info.max_alloc_bytes:
-                raise UserError(f"{name} {list(shape)} needs {nbytes} bytes, more than the device's max "
-                                f"allocation of {self.info.max_alloc_bytes} bytes ({self.info.name})")
-        if total > self.info.global_mem_bytes:
-            raise UserError(f"the problem's buffers need {total} bytes, more than the device's "
-                            f"{self.info.global_mem_bytes} bytes of global memory")
+        reason = problem.size_refusal(self.info)
+        if reason:
+            raise UserError(reason)
 
     # Preparing a setting -------------------------------------------------------------------------
     def _prepare(self, problem: Problem, setting: Setting) -> Prepared:
@@ -146,7 +139,7 @@ class Runner:
             for dim, (size, limit) in enumerate(zip(la.local_size, info.max_work_item_sizes)):
                 if size > limit:
                     return f"{la.kernel}: local size {size} in dimension {dim} > max work-item size {limit}"
-            items = int(np.prod(la.local_size))
+            items = math.prod(la.local_size)
             if items > info.max_work_group_size:
                 return f"{la.kernel}: work-group of {items} > device max work-group size {info.max_work_group_size}"
             if items > kwg:

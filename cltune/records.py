@@ -17,6 +17,7 @@ class Status(str, Enum):
     INVALID = "invalid"
     TIMEOUT = "timeout"
     CRASHED = "crashed"
+    ERROR = "error"  # an exception in cltune's host code for this setting: its type and message in `error`
 
     def __str__(self) -> str:
         return self.value

@@ -34,7 +34,8 @@ def _die_with_parent() -> None:
 
 
 def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tuple) -> None:
-    """The worker's loop: (method, args) in, ("ok", value) or ("user_error", message) out."""
+    """The worker's loop: (method, args) in, ("ok", value), ("user_error", message) or ("error",
+    "Type: message") out."""
     _die_with_parent()
     if os.getppid() != parent_pid:
         return
@@ -62,9 +63,17 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
             conn.send(("ok", getattr(runner, method)(*args)))
         except UserError as exc:
             conn.send(("user_error", str(exc)))
+        except Exception as exc:  # noqa: BLE001  (a bug or bad value: the row says which, the worker lives on)
+            conn.send(("error", _first_line(f"{type(exc).__name__}: {exc}")))
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:500]
 
 
 class WorkerDied(Exception):
+    """The worker could not answer with a measurement: it hung, died, or raised (status ERROR)."""
+
     def __init__(self, status: Status, message: str):
         super().__init__(message)
         self.status, self.message = status, message
@@ -132,6 +141,8 @@ class WorkerRunner:
             raise WorkerDied(Status.CRASHED, _describe_exit(code)) from None
         if kind == "user_error":
             raise UserError(value)
+        if kind == "error":
+            raise WorkerDied(Status.ERROR, value)
         return value
 
     def _kill(self) -> None:
