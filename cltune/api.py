@@ -16,11 +16,12 @@ def settings() -> list[str]:
     return list(builtin_settings())
 
 
-def best_setting(device_name: str, problem, path=None) -> dict | None:
-    """The best-config database's entry for this device name and problem (a Problem or its key)."""
+def best_setting(device_name: str, problem, path=None, target: str | None = None) -> dict | None:
+    """The best-config database's entry for this device name (and runtime target, when given) and
+    problem (a Problem or its key)."""
     from .best import best_setting as lookup
 
-    return lookup(device_name, problem, path)
+    return lookup(device_name, problem, path, target)
 
 
 # What `setting="best"` runs when the database has nothing for this device and problem.
@@ -40,7 +41,7 @@ def _resolve_setting(setting, runner, problem):
         get_family(family).resolve(values, "setting: ")
         return "custom", family, values
     if setting == "best":
-        entry = best_setting(runner.info.name, problem)
+        entry = best_setting(runner.info.name, problem, target=runner.info.target)
         if entry is not None:
             return entry["setting"], entry["family"], entry["params"]
         kind = "CPU" if "CPU" in runner.info.type else "GPU"
@@ -75,7 +76,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         out = np.empty(a.output_shape, np.float32)
         return out[0] if a.unbatched else out
     runner = _runner(device)
+    refusal = a.problem.size_refusal(runner.info)  # before a large (e.g. broadcast) input is copied
+    if refusal:
+        raise UserError(refusal)
     name, family, params = _resolve_setting(setting, runner, a.problem)
-    runner.load_problem(a.problem, inputs=(a.x, a.w, a.b), reference=False)
+    x, w, b = checks.contiguous(a.x), checks.contiguous(a.w), checks.contiguous(a.b)
+    runner.load_problem(a.problem, inputs=(x, w, b), reference=False)
     out = runner.run_once(a.problem, Setting.make(name, family, params))
     return out[0] if a.unbatched else out

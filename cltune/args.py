@@ -13,7 +13,7 @@ from .problem import Problem
 
 @dataclass
 class Args:
-    x: np.ndarray  # [N, C, H, W] float32, C-contiguous
+    x: np.ndarray  # [N, C, H, W] float32, as given (a view: contiguous() copies it after the size checks)
     w: np.ndarray
     b: np.ndarray | None
     problem: Problem | None  # None when the batch is empty (torch returns an empty output)
@@ -24,10 +24,18 @@ class Args:
 def _array(value, name: str) -> np.ndarray:
     if isinstance(value, (list, tuple, int, float)) or not hasattr(value, "__array__") and not isinstance(value, np.ndarray):
         raise UserError(f"conv2d(): argument '{name}' must be an array, not {type(value).__name__}")
-    arr = np.asarray(value)
-    if arr.dtype.kind == "f" and arr.dtype.itemsize == 4:
-        return np.ascontiguousarray(arr, dtype=np.float32)  # any layout or byte order: converted
-    return arr
+    if getattr(value, "requires_grad", False) and hasattr(value, "detach"):
+        value = value.detach()  # torch computes with it too; the result here carries no graph anyway
+    try:
+        return np.asarray(value)  # a view where it can be: nothing large is copied before the checks
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise UserError(f"conv2d(): argument '{name}' cannot be read as an array: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
+def contiguous(arr: np.ndarray | None) -> np.ndarray | None:
+    """float32, C-contiguous, native byte order: any layout or byte order torch takes, converted."""
+    return None if arr is None else np.ascontiguousarray(arr, dtype=np.float32)
 
 
 def _tuple(value, name: str) -> tuple[int, int]:
@@ -42,12 +50,13 @@ def _tuple(value, name: str) -> tuple[int, int]:
 
 
 def _dtypes(x, w, b) -> None:
-    if x.dtype != w.dtype:
-        raise UserError(f"Input type ({x.dtype}) and weight type ({w.dtype}) should be the same")
-    if b is not None and b.dtype != x.dtype:
-        raise UserError(f"Input type ({x.dtype}) and bias type ({b.dtype}) should be the same")
-    if x.dtype != np.float32:
-        raise UserError(f"cltune computes in float32 only; got input and weight of dtype {x.dtype} "
+    native = lambda a: a.dtype.newbyteorder("=")  # noqa: E731  (byte order is converted, not refused)
+    if native(x) != native(w):
+        raise UserError(f"Input type ({native(x)}) and weight type ({native(w)}) should be the same")
+    if b is not None and native(b) != native(x):
+        raise UserError(f"Input type ({native(x)}) and bias type ({native(b)}) should be the same")
+    if native(x) != np.float32:
+        raise UserError(f"cltune computes in float32 only; got input and weight of dtype {native(x)} "
                         "(convert with .astype(numpy.float32))")
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import results, tune
+from .paths import slug
 from .problem import Problem, epilogue_reference
 
 
@@ -95,14 +96,14 @@ def best_per_family(csv_path: Path) -> dict[str, dict]:
 
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
-    spaces = tuple(s for s in cfg.spaces if s.valid_settings(problem))
+    spaces = tuple(s for s in cfg.spaces if next(s.iter_valid(problem), None) is not None)
     if not spaces and not cfg.settings:
         return {}
     # The config's [[setting]]s (e.g. each family's built-in settings) are measured as well, so the
     # search starts from known good points.
     layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, baseline=None,
                         spaces=spaces, layers=())
-    path = out_dir / f"{layer_cfg.name}.csv"
+    path = out_dir / f"{slug(layer_cfg.name)}.csv"  # inside out_dir whatever the names hold
     resume = bool(opts.resume) and path.exists()  # a layer not tuned yet is tuned into its file
     tune.run(layer_cfg, replace(opts, out=None if resume else path, resume=path if resume else None, rerank=0))
     best = best_per_family(path)

@@ -1,36 +1,37 @@
-"""The best-config database: per device and problem, the fastest verified setting and its speedup."""
+"""The best-config database: per device and problem, the fastest verified setting and its speedup
+(kept in store.py's SQLite database)."""
 
 from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from . import results
+from . import results, store
 from .errors import UserError
-from .paths import home
-from .peakstore import device_key
 
-VERSION = 1
+NEEDED = ("device", "platform", "driver", "problem", "phase", "family", "setting", "params", "status",
+          "run_ms_median", "gflops", "build_options", "source_hash", "baseline", "time")
 
 
 def default_path() -> Path:
-    return home() / "best.json"
+    return store.default_path()
 
 
 def pick(df: pd.DataFrame) -> list[dict]:
-    """One entry per (device, problem): the fastest ok row, preferring the interleaved re-ranking."""
+    """One entry per (device, runtime, problem): the fastest ok row, preferring the interleaved re-ranking."""
     entries = []
-    for (name, platform, driver, problem), group in df.groupby(["device", "platform", "driver", "problem"]):
+    df = df.assign(target=df["target"].fillna("") if "target" in df else "")  # files from before targets
+    for (name, platform, driver, target, problem), group in df.groupby(
+            ["device", "platform", "driver", "target", "problem"]):
         ok = results.ok_rows(group)
         if ok.empty:
             continue
         ranked = ok[ok["phase"] == "rerank"] if (ok["phase"] == "rerank").any() else ok
         best = ranked.loc[ranked["run_ms_median"].idxmin()]
-        entry = {"device": name, "platform": platform, "driver": driver, "problem": problem,
+        entry = {"device": name, "platform": platform, "driver": driver, "target": target, "problem": problem,
                  "setting": best["setting"], "family": best["family"],
                  "params": json.loads(best["params"]), "run_ms": float(best["run_ms_median"]),
                  "gflops": _num(best.get("gflops")), "build_options": best["build_options"],
@@ -52,42 +53,23 @@ def _num(v):
 
 
 def update(files: list[str | Path], out: str | Path | None = None) -> tuple[Path, list[dict]]:
-    """Read results files, pick the best per device and problem, merge them into the database."""
+    """Read results files, pick the best per device and problem, and store them (one transaction)."""
     frames = []
     for f in files:
-        try:
-            frames.append(results.load(f))
-        except (ValueError, OSError) as exc:
-            raise UserError(f"{f}: cannot read results: {str(exc).splitlines()[0]}") from None
+        df = results.load(f)  # an unreadable file is one UserError naming it
+        missing = [c for c in NEEDED if c not in df.columns]
+        if missing:
+            raise UserError(f"{f}: not a results file of this cltune version (no {', '.join(missing)} column(s))")
+        frames.append(df)
     entries = pick(pd.concat(frames, ignore_index=True))
-    path = Path(out) if out else default_path()
-    db = load_db(path)
-    for e in entries:
-        db["devices"].setdefault(device_key(e["device"], e["platform"], e["driver"]), {})[e["problem"]] = e
-    db["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(db, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)  # atomic: a reader never sees half a database
-    return path, entries
+    return store.put_best(entries, out), entries
 
 
-def load_db(path: str | Path | None = None) -> dict:
-    path = Path(path) if path else default_path()
-    if not path.exists():
-        return {"version": VERSION, "devices": {}}
-    try:
-        db = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not a valid best-config database: {exc}") from None
-    if not isinstance(db, dict) or not isinstance(db.get("devices"), dict):
-        raise UserError(f"{path}: not a best-config database (no 'devices' table)")
-    return db
-
-
-def best_setting(device_name: str, problem, path: str | Path | None = None) -> dict | None:
-    """The best entry for this device (name, any driver: the newest) and problem, or None."""
+def best_setting(device_name: str, problem, path: str | Path | None = None,
+                 target: str | None = None) -> dict | None:
+    """The best entry for this device (name, any driver: the newest; of this code target when one is
+    given) and problem, or None."""
     key = problem if isinstance(problem, str) else problem.key
-    hits = [entries[key] for dev, entries in load_db(path)["devices"].items()
-            if dev.split(" | ")[0] == device_name and key in entries]
-    return max(hits, key=lambda e: e["measured"]) if hits else None
+    hits = [e for e in store.find_best(device_name, key, path)
+            if target is None or e.get("target", "") == target]
+    return max(hits, key=lambda e: str(e.get("measured"))) if hits else None

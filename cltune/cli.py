@@ -9,24 +9,13 @@ import warnings
 import click
 
 from . import __version__
+from .cli_base import Group, Seconds
+from .config import SEED_MAX
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
 STATUS_WIDTH = 12
-
-
-class Fail(click.ClickException):
-    exit_code = 2
-
-
-class Group(click.Group):
-    """Turns a UserError anywhere below into `Error: <one line>` and exit code 2."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except UserError as exc:
-            raise Fail(str(exc)) from None
+SAMPLE = 1000  # points drawn to describe a space too large to list
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None):
@@ -35,7 +24,8 @@ def _warning_line(message, category, filename, lineno, file=None, line=None):
 
 @click.group(cls=Group)
 @click.version_option(__version__, prog_name="cltune")
-def main():
+@click.option("--debug", is_flag=True, envvar="CLTUNE_DEBUG", help="Show the traceback of an unexpected error.")
+def main(debug):
     """Tune and measure OpenCL conv2d kernels (Mali T860 class GPUs, PoCL on any CPU)."""
     warnings.showwarning = _warning_line
 
@@ -43,18 +33,21 @@ def main():
 device_option = click.option(
     "--device", "-d", default=None,
     help="Device index (see `cltune devices`) or name substring; default $CLTUNE_DEVICE, "
-         "else the first GPU, else the first device.")
+         "else the first GPU that passes the probe, else the first device that does.")
 
 
 @main.command()
 def devices():
-    """List every OpenCL platform and device with its attributes."""
+    """List every OpenCL platform and device with its attributes and whether it passes the probe."""
     from .device import list_devices
 
-    for info in list_devices():
+    for info, result in list_devices():
         click.echo(f"[{info.index}] {info.name}  ({info.platform})")
+        click.echo("    Probe: " + ("ok (builds, runs and verifies a kernel)" if result.ok
+                                     else f"FAILED: {result.cause}; fix: {result.fix}"))
         for key, label in (("type", "Type"), ("version", "OpenCL version"), ("opencl_c", "OpenCL C"),
-                           ("driver", "Driver"), ("max_clock_mhz", "Max clock frequency (MHz)"),
+                           ("driver", "Driver"), ("target", "Target"),
+                           ("max_clock_mhz", "Max clock frequency (MHz)"),
                            ("compute_units", "Max compute units"),
                            ("max_work_group_size", "Max work-group size"),
                            ("max_work_item_sizes", "Max work-item sizes"),
@@ -85,8 +78,13 @@ def settings_cmd(config):
         extra = f"  [invalid: {reason}]" if reason else ""
         click.echo(f"{s.name:<{width}}  {s.family}  {opts}{extra}")
     for space in cfg.spaces:
-        valid = len(space.valid_settings(cfg.problem))
-        click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        if space.countable:
+            valid = len(space.valid_settings(cfg.problem))
+            click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        else:  # too many to list: the size is the product of the value lists; a sample says the rest
+            passed = space.sampled_pass(cfg.problem, SAMPLE)
+            click.echo(f"space {space.family}: {space.size} points (too many to list), "
+                       f"{passed} of {SAMPLE} sampled pass the constraints")
         for name, values in space.params:
             click.echo(f"    {name} = {list(values)}")
         for name, expr in space.constraints:
@@ -120,12 +118,15 @@ def _line(row: dict, width: int) -> str:
 @click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None,
               help="Search strategy for the config's [[space]]s (default: the config's, else exhaustive).")
 @click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings measured per space.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds of search per space.")
-@click.option("--seed", type=int, default=None, help="Seed of the inputs and of random/TPE search.")
+@click.option("--time-limit", type=Seconds(), default=None, help="Seconds of search per space.")
+@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None,
+              help="Seed of the inputs and of random/TPE search.")
 @click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Append to this results file, measuring only the settings it does not hold yet.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Append to this results file (written by the same config, problem and device), "
+                   "measuring only the settings it does not hold yet.")
+@click.option("--retry-failed", is_flag=True,
+              help="With --resume: measure again the settings whose rows are not ok (the new row counts).")
+@click.option("--timeout", type=Seconds(), default=None,
               help="Seconds one setting may take before its worker is killed "
                    "(default: 10x the baseline's time, at least 60).")
 @click.option("--no-isolation", is_flag=True, help="Measure in this process (debugging; a crash ends the sweep).")
@@ -134,19 +135,19 @@ def _line(row: dict, width: int) -> str:
 @click.option("--farm", default=None, metavar="SCHEDULER|local:N",
               help="Measure on a farm of `cltune worker`s (a Dask scheduler's address), or on N local "
                    "workers; default $CLTUNE_FARM, else this machine alone.")
-def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, timeout,
-          no_isolation, rerank, farm):
+def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, retry_failed,
+          timeout, no_isolation, rerank, farm):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from . import config as cfgmod
     from . import tune
     from .farm import farm_spec
 
-    if out and resume:
-        raise UserError("--out and --resume both name the results file; give one")
     cfg = cfgmod.load(config)
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
-                        timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank)
+                        timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
+                        retry_failed=retry_failed)
+    tune.check_options(opts)
     if farm_spec(farm):
         from .cli_farm import farm_sweep
 
@@ -159,13 +160,17 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
         names = [s.name for s in cfg.settings]
         width = max([len(n) for n in names] + [24])
-        click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)")
+        # The table's heading comes with its first row: a sweep refused before measuring (another
+        # sweep's file, a problem too large) prints its one line of error without a table above it.
+        heading = [f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
+                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)"]
         phase = ["search"]
         bar = Progress(_expected_rows(cfg, opts))
 
         def on_row(row):
             bar.clear()
+            if heading:
+                click.echo(heading.pop())
             if row["phase"] != phase[0]:
                 phase[0] = row["phase"]
                 click.echo(f"-- {phase[0]}: the best settings again, measured interleaved --")
@@ -177,6 +182,10 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     finally:
         backend.close()
     _print_outcome(result, cfg)
+    reason = tune.failure(result, cfg.baseline)
+    if reason:
+        click.echo(f"Error: nothing measured: {reason}", err=True)
+        sys.exit(1)
 
 
 class Progress:
@@ -204,6 +213,9 @@ def _expected_rows(cfg, opts) -> int:
     budget = opts.budget or cfg.budget
     n = len(cfg.settings)
     for space in cfg.spaces:
+        if not space.countable:  # never listed just to size the bar: the budget, else the size
+            n += budget or space.size
+            continue
         valid = len(space.valid_settings(cfg.problem))
         n += min(valid, budget) if budget else valid
     rerank = cfg.rerank if opts.rerank is None else opts.rerank
@@ -237,14 +249,9 @@ def _print_outcome(result, cfg) -> None:
 @click.option("--all-columns", is_flag=True, help="Print every column, not the summary.")
 def show(csv_file, all_columns):
     """Print a saved results CSV as the study's table."""
-    import pandas as pd
-
     from . import results
 
-    try:
-        df = results.load(csv_file)
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise UserError(f"{csv_file}: cannot read results: {str(exc).splitlines()[0]}") from None
+    df = results.load(csv_file)  # an unreadable file is one UserError naming it
     if all_columns:
         click.echo(df.to_string(index=False))
     else:
@@ -254,7 +261,7 @@ def show(csv_file, all_columns):
 @main.command()
 @click.argument("results_files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Database file (default: $CLTUNE_HOME/best.json, ~/.cache/cltune/best.json).")
+              help="Database file, SQLite (default: $CLTUNE_HOME/cltune.sqlite, ~/.cache/cltune/cltune.sqlite).")
 def best(results_files, out):
     """Record the best setting per device and problem from RESULTS files in the best-config database."""
     from . import best as bestmod
@@ -285,6 +292,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     from . import bench as benchmod
     from . import config as cfgmod
     from . import tune
+    from .paths import slug
 
     cfg = cfgmod.load(config)
     if not cfg.layers:
@@ -294,7 +302,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     if only and only - names:
         raise UserError(f"--layers: unknown layer(s) {', '.join(sorted(only - names))}; "
                         f"known: {', '.join(n for n, _, _ in cfg.layers)}")
-    out = Path(out or f"results/{cfg.name}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    out = Path(out or f"results/{slug(cfg.name)}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
     df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo)
     out.parent.mkdir(parents=True, exist_ok=True)

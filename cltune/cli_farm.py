@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .cli import STATUS_WIDTH, device_option, main
@@ -23,7 +25,7 @@ def worker(scheduler, device, name):
 
 def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
     """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
-    from . import farm
+    from . import farm, tune
     from .errors import UserError
 
     if not opts.isolation:
@@ -35,8 +37,12 @@ def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
     click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
     phase = [None]
 
-    def on_kind(kind, workers):
-        click.echo(f"device kind: {kind.describe()} on {len(workers)} worker(s): {', '.join(workers)}")
+    def on_kind(kind, kind_opts):
+        if kind_opts is None:
+            click.echo(f"device kind: {kind.describe()}: skipped, {opts.resume} holds another kind's rows "
+                       "(each kind has its own file; resume each)")
+            return
+        click.echo(f"device kind: {kind.describe()} on {len(kind.workers)} worker(s): {', '.join(kind.workers)}")
         click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
                    f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians) worker")
         phase[0] = "search"
@@ -47,7 +53,14 @@ def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
             click.echo(f"-- {phase[0]}: the best settings again, measured interleaved on one worker --")
         click.echo(f"{line(row, width)}  [{row['worker']}]")
 
+    failed = []
     for res in farm.sweep(cfg, opts, spec, on_row, on_kind):
         if res.rerank_worker:
             click.echo(f"re-ranked on worker {res.rerank_worker} ({res.kind.describe()})")
         print_outcome(res, cfg)
+        reason = tune.failure(res, cfg.baseline)
+        if reason:
+            failed.append(f"{res.kind.describe()}: {reason}")
+    if failed:
+        click.echo(f"Error: nothing measured: {'; '.join(failed)}", err=True)
+        sys.exit(1)

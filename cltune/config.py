@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -21,12 +22,16 @@ DEFAULT_CONFIG = "mali_t860_conv3x3"
 TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"}
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
-            "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s"}
+            "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
+            "warmup_ms", "adaptive", "top_repeat"}
+# Warm-up by kernel time as well as by count, after each setting's verification launch: see Timing.
+WARMUP_MS = 20.0
 SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}
 LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
 LAYER_KINDS = ("dense", "depthwise")
 DEFAULT_FAMILY = "conv2d"
+SEED_MAX = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,16 @@ class _Checker:
 
 
 _REQUIRED = object()
+NAME = "a non-empty string without control characters"
+
+
+def _is_name(v: str) -> bool:
+    return v.strip() != "" and v.isprintable()
+
+
+def _finite(test):
+    """A number check that also refuses NaN and infinity (TOML has both: nan, inf)."""
+    return lambda v: math.isfinite(v) and test(v)
 
 
 def _is_shape(v) -> bool:
@@ -114,6 +129,8 @@ def load(name_or_path: str | None = None) -> Config:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a sweep config: arrays or tables nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     return parse(data, str(path))
@@ -122,7 +139,7 @@ def load(name_or_path: str | None = None) -> Config:
 def parse(data: dict, path: str = "<config>") -> Config:
     c = _Checker(path)
     c.unknown(data, TOP_KEYS, "")
-    name = c.get(data, "name", str, "", Path(path).stem, lambda v: v.strip() != "", "a non-empty string")
+    name = c.get(data, "name", str, "", Path(path).stem, _is_name, NAME)
     description = c.get(data, "description", str, "", "", expected="a string")
     layers = _layers(c, data)
     table = c.get(data, "problem", dict, "", None if layers else _REQUIRED, expected="a [problem] table")
@@ -131,20 +148,27 @@ def parse(data: dict, path: str = "<config>") -> Config:
     c.unknown(run, RUN_KEYS, "run.")
     pos_int = lambda v: v >= 1  # noqa: E731
     nonneg = lambda v: v >= 0  # noqa: E731
+    fnonneg = _finite(nonneg)
+    positive = _finite(lambda v: v > 0)
     timing = Timing(
         warmup=c.get(run, "warmup", int, "run.", 1, nonneg, "an int >= 0"),
         repeat=c.get(run, "repeat", int, "run.", 5, pos_int, "an int >= 1"),
-        min_time_ms=float(c.get(run, "min_time_ms", (int, float), "run.", 0.0, nonneg, "a number >= 0")),
+        min_time_ms=float(c.get(run, "min_time_ms", (int, float), "run.", 0.0, fnonneg, "a finite number >= 0")),
         max_repeat=c.get(run, "max_repeat", int, "run.", 1000, pos_int, "an int >= 1"),
-        noisy_cv=float(c.get(run, "noisy_cv", (int, float), "run.", 0.10, nonneg, "a number >= 0")),
+        noisy_cv=float(c.get(run, "noisy_cv", (int, float), "run.", 0.10, fnonneg, "a finite number >= 0")),
+        warmup_ms=float(c.get(run, "warmup_ms", (int, float), "run.", WARMUP_MS, fnonneg,
+                              "a finite number >= 0")),
+        adaptive=c.get(run, "adaptive", bool, "run.", True, expected="true or false"),
     )
+    timing = replace(timing, top_repeat=c.get(run, "top_repeat", int, "run.", 2 * timing.repeat, pos_int,
+                                              "an int >= 1"))
     if timing.max_repeat < timing.repeat:
         c.fail("run.max_repeat", f"expected >= run.repeat ({timing.repeat}), got {timing.max_repeat}")
-    rtol = float(c.get(run, "rtol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))
-    atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, nonneg, "a number >= 0"))
-    seed = c.get(run, "seed", int, "run.", 0, expected="an int")
+    rtol = float(c.get(run, "rtol", (int, float), "run.", 1e-3, fnonneg, "a finite number >= 0"))
+    atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, fnonneg, "a finite number >= 0"))
+    seed = c.get(run, "seed", int, "run.", 0, lambda v: 0 <= v <= SEED_MAX, f"an int in [0, {SEED_MAX}]")
     settings = _settings(c, data)
-    spaces = _spaces(c, data)
+    spaces = _spaces(c, data, problem, whole=not layers)
     names = [s.name for s in settings]
     baseline = c.get(run, "baseline", str, "run.", names[0] if names else None, expected="a setting name")
     if baseline is not None and baseline not in names:
@@ -159,10 +183,10 @@ def parse(data: dict, path: str = "<config>") -> Config:
     search = dict(
         spaces=tuple(spaces), strategy=strategy,
         budget=c.get(run, "budget", int, "run.", None, pos_int, "an int >= 1 (settings per space)"),
-        time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
+        time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, positive, "a finite number > 0"),
         rerank=c.get(run, "rerank", int, "run.", 3, nonneg, "an int >= 0"),
         rerank_repeat=c.get(run, "rerank_repeat", int, "run.", 10, pos_int, "an int >= 1"),
-        timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, lambda v: v > 0, "a number > 0"),
+        timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, positive, "a finite number > 0"),
     )
     return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
                   **search, layers=tuple(layers))
@@ -175,7 +199,7 @@ def _named(c: _Checker, data: dict, key: str, allowed: set):
     for i, t in enumerate(entries):
         where = f"{key}[{i}]."
         c.unknown(t, allowed, where)
-        name = c.get(t, "name", str, where, _REQUIRED, lambda v: v.strip() != "", "a non-empty string")
+        name = c.get(t, "name", str, where, _REQUIRED, _is_name, NAME)
         if name in seen:
             c.fail(f"{where}name", f"duplicate {key} name {name!r}; names must be unique")
         seen.add(name)
@@ -240,7 +264,7 @@ def _settings(c: _Checker, data: dict) -> list[Setting]:
     return out
 
 
-def _spaces(c: _Checker, data: dict) -> list[Space]:
+def _spaces(c: _Checker, data: dict, problem, whole: bool = True) -> list[Space]:
     from .expr import ExprError, parse
     from .workloads import get_family
 
@@ -279,4 +303,27 @@ def _spaces(c: _Checker, data: dict) -> list[Space]:
             except ExprError as exc:
                 c.fail(f"{where}constraints.{cname}", f"{exc} in {text!r}")
         out.append(Space(family_name, tuple(params), tuple(constraints)))
+        _check_constraints(c, where, out[-1], problem, whole)
     return out
+
+
+class ConstraintWarning(UserWarning):
+    """A space's constraint could not be evaluated for some points (they are skipped)."""
+
+
+CHECKED_POINTS = 20000  # a larger space is checked on its first points only
+
+
+def _check_constraints(c: _Checker, where: str, space: Space, problem, whole: bool) -> None:
+    """Say once when a constraint errors for some points; refuse a space no point of which passes
+    the constraints (checked exactly for spaces of up to CHECKED_POINTS points)."""
+    import warnings
+
+    n, passed, errors, first = space.check_constraints(problem, CHECKED_POINTS)
+    if whole and not passed and space.size <= CHECKED_POINTS:
+        c.fail(f"{where}constraints", f"reject every one of the space's {space.size} points"
+                                      + (f" (first: {first[1]})" if first else ""))
+    if first:
+        point = " ".join(f"{k}={v}" for k, v in first[0].items())
+        warnings.warn(f"{c.path}: {where}constraints: {first[1]} at {point} ({errors} of the {n} points "
+                      "checked fail to evaluate; they are skipped)", ConstraintWarning, stacklevel=2)

@@ -76,10 +76,11 @@ class _Parser:
         return None
 
     def binary(self, ops, sub):
-        left = sub()
+        """A left-to-right chain as one flat node, so 1000 terms need no 1000-deep recursion."""
+        first, rest = sub(), []
         while (op := self.take(*ops)) is not None:
-            left = (op, left, sub())
-        return left
+            rest.append((op, sub()))
+        return ("chain", first, tuple(rest)) if rest else first
 
     def or_(self):
         return self.binary(("or",), self.and_)
@@ -132,7 +133,10 @@ def parse(text: str, known: set[str] | None = None) -> Expr:
     if not isinstance(text, str) or not text.strip():
         raise ExprError("expected a non-empty expression string")
     p = _Parser(_tokens(text))
-    tree = p.or_()
+    try:
+        tree = p.or_()
+    except RecursionError:
+        raise ExprError("parentheses, 'not' or '-' nested too deeply") from None
     if p.i != len(p.toks):
         raise ExprError(f"unexpected {p.toks[p.i][1]!r} after a complete expression")
     names = frozenset(_names(tree))
@@ -145,6 +149,10 @@ def parse(text: str, known: set[str] | None = None) -> Expr:
 def _names(tree):
     if tree[0] == "name":
         yield tree[1]
+    elif tree[0] == "chain":
+        yield from _names(tree[1])
+        for _, sub in tree[2]:
+            yield from _names(sub)
     elif tree[0] != "lit":
         for sub in tree[1:]:
             yield from _names(sub)
@@ -160,8 +168,14 @@ def _eval(tree, env):
         return -_eval(tree[1], env)
     if op == "not":
         return not _eval(tree[1], env)
-    if op == "and":
-        return bool(_eval(tree[1], env)) and bool(_eval(tree[2], env))
-    if op == "or":
-        return bool(_eval(tree[1], env)) or bool(_eval(tree[2], env))
+    if op == "chain":
+        value = _eval(tree[1], env)
+        for name, sub in tree[2]:
+            if name == "and":
+                value = bool(value) and bool(_eval(sub, env))
+            elif name == "or":
+                value = bool(value) or bool(_eval(sub, env))
+            else:
+                value = BINARY[name](value, _eval(sub, env))
+        return value
     return BINARY[op](_eval(tree[1], env), _eval(tree[2], env))

@@ -158,23 +158,52 @@ def farm_spec(option: str | None) -> str | None:
 
 
 def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
-          on_kind: Callable[[Kind, list], None] = lambda kind, workers: None, grace_s: float = GRACE_S) -> list:
-    """Tune cfg on every device kind of the farm, one kind after another, into one results file;
-    returns one tune.Result per kind (its `kind` and `rerank_worker` set)."""
+          on_kind: Callable[[Kind, object], None] = lambda kind, opts: None, grace_s: float = GRACE_S) -> list:
+    """Tune cfg on every device kind of the farm, one kind after another, each into its own results
+    file (a file holds one device's rows); returns one tune.Result per kind tuned, with its `kind`
+    and `rerank_worker` set. `on_kind(kind, None)` tells of a kind left out of a resume."""
     from . import tune
     from .farm_backend import FarmBackend
 
     farm = Farm(spec, opts.device)
     try:
-        out, path = [], None
+        out = []
         for kind in farm.kinds:
-            on_kind(kind, kind.workers)
+            kind_opts = kind_options(cfg, opts, kind, len(farm.kinds))
+            on_kind(kind, kind_opts)
+            if kind_opts is None:
+                continue
             backend = FarmBackend(farm, kind, cfg, opts, grace_s)
-            kind_opts = opts if path is None else replace(opts, out=None, resume=path)
             res = tune.run(cfg, kind_opts, on_row, backend=backend)
             res.kind, res.rerank_worker = kind, backend.rerank_worker
             out.append(res)
-            path = res.path
         return out
     finally:
         farm.close()
+
+
+def kind_options(cfg, opts, kind: Kind, kinds: int):
+    """A kind's options: its own file when the farm has several kinds (`--out X.csv` becomes
+    X-<device>-<kind>.csv); resuming a file, only the kind it was written for (None for the others)."""
+    from pathlib import Path
+
+    from . import schema
+    from .paths import slug
+
+    if kinds == 1:
+        return opts
+    if opts.resume:
+        from .resultsfile import identity, read
+
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the sweep itself reads it again and warns
+            held = identity(read(opts.resume))
+        wanted = schema.make_header(cfg.name, cfg.problem.key, kind.info)
+        return opts if held is None or schema.difference(held, wanted) is None else None
+    if not opts.out:
+        return opts  # results/<config>_<device>_<time>.csv: one per kind already
+    out = Path(opts.out)
+    name = f"{out.stem}-{slug(kind.info.name, 40)}-{kind.key[-6:]}{out.suffix or '.csv'}"
+    return replace(opts, out=out.with_name(name))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .errors import UserError
 from .farm import GRACE_S, Farm, FarmError, Kind, _distributed
@@ -43,10 +43,11 @@ class FarmBackend:
                                        resources={RESOURCE: 1, self.kind.key: 1}, pure=False, **kwargs)
 
     def measure(self, problem, setting, timing, upcoming=()) -> Measurement:
-        return next(iter(self.measure_many(problem, timing, iter([setting]))))
+        return next(iter(self.measure_many(problem, lambda: timing, iter([setting]))))
 
-    def measure_many(self, problem, timing, settings: Iterator) -> Iterator[Measurement]:
+    def measure_many(self, problem, timing_now: Callable, settings: Iterator) -> Iterator[Measurement]:
         """Keep one setting in flight per worker of the kind; yield each measurement as it ends.
+        `timing_now()` is asked at each submission (adaptive repeats compare with the best so far).
         The scheduler sends each to an idle worker (the least occupied); no setting is pinned to a
         worker, since Dask would hold it forever when that worker is gone."""
         from .farm_worker import measure_task
@@ -59,7 +60,7 @@ class FarmBackend:
                 s = next(settings, None)
                 if s is None:
                     return
-                inflight[self._submit(measure_task, problem, s, timing)] = s
+                inflight[self._submit(measure_task, problem, s, timing_now())] = s
 
         try:
             top_up()

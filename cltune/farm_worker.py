@@ -20,9 +20,12 @@ RESOURCE = "cltune"  # every cltune worker holds one: one setting at a time
 
 
 def kind_of(info) -> str:
-    """Workers whose rows would be interchangeable share a kind: same device, platform, driver, CUs."""
-    ident = [info.name, info.platform, info.driver, info.compute_units]
-    return "cltune-kind-" + hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:12]
+    """Workers whose rows could share a results file share a kind: the device identity a file's
+    header holds (device, platform, driver, target, compute units...)."""
+    from .schema import device_identity
+
+    ident = json.dumps(device_identity(info), sort_keys=True, default=str)
+    return "cltune-kind-" + hashlib.sha1(ident.encode()).hexdigest()[:12]
 
 
 def probe(device=None):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,7 +88,7 @@ class Runner:
         b = b if b is not None else np.zeros(problem.out_c, np.float32)
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
-        out_nbytes = 4 * int(np.prod(problem.output_shape))
+        out_nbytes = 4 * math.prod(problem.output_shape)
         self.bufs = Buffers(cl.Buffer(self.ctx, ro, hostbuf=x), cl.Buffer(self.ctx, ro, hostbuf=w),
                             cl.Buffer(self.ctx, ro, hostbuf=b),
                             cl.Buffer(self.ctx, mf.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
@@ -94,17 +96,9 @@ class Runner:
         self._problem = problem if inputs is None else None
 
     def _check_fits(self, problem: Problem) -> None:
-        sizes = {"input": problem.input_shape, "weight": problem.weight_shape, "output": problem.output_shape}
-        total = 0
-        for name, shape in sizes.items():
-            nbytes = 4 * int(np.prod(shape))
-            total += nbytes
-            if nbytes > self.info.max_alloc_bytes:
-                raise UserError(f"{name} {list(shape)} needs {nbytes} bytes, more than the device's max "
-                                f"allocation of {self.info.max_alloc_bytes} bytes ({self.info.name})")
-        if total > self.info.global_mem_bytes:
-            raise UserError(f"the problem's buffers need {total} bytes, more than the device's "
-                            f"{self.info.global_mem_bytes} bytes of global memory")
+        reason = problem.size_refusal(self.info)
+        if reason:
+            raise UserError(reason)
 
     # Preparing a setting -------------------------------------------------------------------------
     def _prepare(self, problem: Problem, setting: Setting) -> Prepared:
@@ -159,7 +153,7 @@ class Runner:
             for dim, (size, limit) in enumerate(zip(la.local_size, info.max_work_item_sizes)):
                 if size > limit:
                     return f"{la.kernel}: local size {size} in dimension {dim} > max work-item size {limit}"
-            items = int(np.prod(la.local_size))
+            items = math.prod(la.local_size)
             if items > info.max_work_group_size:
                 return f"{la.kernel}: work-group of {items} > device max work-group size {info.max_work_group_size}"
             if items > kwg:
@@ -175,28 +169,56 @@ class Runner:
             events.append(cl.enqueue_nd_range_kernel(self.queue, k, launch.global_size, launch.local_size))
         return events
 
-    def _round(self, prep: Prepared) -> Round:
-        events = self._enqueue(prep)
-        for evt in events:
-            evt.wait()
+    def _round(self, prep: Prepared, events=None) -> Round:
+        """One launch of all the setting's kernels (or the one already enqueued), waited for."""
+        events = events or self._enqueue(prep)
+        events[-1].wait()  # an in-order queue: the last one done means all are
         r = Round.from_events([(la.part, e.profile.queued, e.profile.submit, e.profile.start,
                                 e.profile.end) for la, e in zip(prep.launches, events)])
         self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
         return r
 
-    def _first_launch(self, problem: Problem, prep: Prepared) -> tuple[float, bool, float, str]:
-        """The verification launch into a NaN-filled output: (wall ms, ok, max error, message)."""
-        cl.enqueue_fill_buffer(self.queue, self.bufs.out, np.float32(np.nan), 0, self.bufs.out_nbytes).wait()
-        t0 = time.perf_counter()
+    def _timed(self, prep: Prepared, timing: Timing) -> list[Round]:
+        """Warm up, then time launches, always with the next launch queued behind the one waited for:
+        the device never idles between launches, so no launch pays for waking PoCL's threads (or a
+        GPU's clocks), and the host blocks in clWaitForEvents instead of polling. Warm-up lasts
+        `warmup` launches and `warmup_ms` of kernel time; the timed count follows `timing.wanted`."""
+        inflight, rounds = deque(), []
+        warm_n, warm_ms = 0, 0.0
+        warming = not timing.warmed(0, 0.0)
+        while True:
+            runs = [r.run_ms for r in rounds]
+            if not warming and not timing.queue_more(runs, len(inflight)):
+                if not inflight:
+                    return rounds
+            else:
+                inflight.append(self._enqueue(prep))
+                if len(inflight) < 2:
+                    continue  # one more behind it before waiting
+            r = self._round(prep, inflight.popleft())
+            if warming:
+                warm_n, warm_ms = warm_n + 1, warm_ms + r.run_ms
+                warming = not timing.warmed(warm_n, warm_ms)
+            elif len(rounds) < timing.wanted(runs):
+                rounds.append(r)
+
+    def _verify_start(self, prep: Prepared) -> tuple:
+        """Enqueue the verification launch into a NaN-filled output and the copy of its result, and
+        return without waiting: the timed launches queue up right behind it (no idle device), and
+        the host compares while they run."""
+        cl.enqueue_fill_buffer(self.queue, self.bufs.out, np.float32(np.nan), 0, self.bufs.out_nbytes)
         events = self._enqueue(prep)
-        for evt in events:
-            evt.wait()
-        first_ms = (time.perf_counter() - t0) * 1e3
+        out = np.empty(self.bufs.out_nbytes // 4, np.float32)
+        return events, out, cl.enqueue_copy(self.queue, out, self.bufs.out, is_blocking=False)
+
+    def _verify_end(self, problem: Problem, prep: Prepared, started) -> tuple[float, bool, float, str]:
+        """(the first launch's queued-to-end ms, ok, max error, message)."""
+        events, out, copied = started
+        copied.wait()
+        first_ms = (events[-1].profile.end - events[0].profile.queued) * 1e-6
         self.device_ms += sum(e.profile.end - e.profile.start for e in events) * 1e-6
-        out = np.empty(problem.output_shape, np.float32)
-        cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
         rtol, atol = prep.family.tolerance(problem, prep.params, self.rtol, self.atol)
-        ok, max_err = compare(out, self.expected, rtol, atol)
+        ok, max_err = compare(out.reshape(problem.output_shape), self.expected, rtol, atol)
         msg = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
         return first_ms, ok, max_err, msg
 
@@ -235,18 +257,14 @@ class Runner:
         if prep.failed:
             return prep.failed
         try:
-            first_ms, ok, max_err, msg = self._first_launch(problem, prep)
-            for _ in range(timing.warmup):
-                self._round(prep)
-            rounds, run_sum = [], 0.0
-            while len(rounds) < timing.max_repeat and (
-                    len(rounds) < timing.repeat or run_sum < timing.min_time_ms):
-                rounds.append(self._round(prep))
-                run_sum += rounds[-1].run_ms
+            started = self._verify_start(prep)
+            rounds = self._timed(prep, timing)
+            first_ms, ok, max_err, msg = self._verify_end(problem, prep, started)
         except cl.Error as exc:
             return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **prep.base)
         return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
                            first_launch_ms=first_ms, max_abs_err=max_err, rounds=tuple(rounds),
+                           stopped_early=timing.stops_early([r.run_ms for r in rounds]),
                            wall_ms=(time.perf_counter() - t_start) * 1e3,
                            device_ms=self.device_ms - device_start, **prep.base)
 
@@ -259,12 +277,15 @@ class Runner:
         checks, rounds = {}, {id(p): [] for p in live}
         try:
             for p in live:
-                checks[id(p)] = self._first_launch(problem, p)
-                for _ in range(timing.warmup):
-                    self._round(p)
-            for _ in range(max(timing.repeat, 1)):
+                checks[id(p)] = self._verify_end(problem, p, self._verify_start(p))
+            # Warm-up and timed rounds enqueued back to back, waited for once at the end: the
+            # device never idles between two settings' launches.
+            for _ in range(timing.warmup):
                 for p in live:
-                    rounds[id(p)].append(self._round(p))
+                    self._enqueue(p)
+            queued = [(p, self._enqueue(p)) for _ in range(max(timing.repeat, 1)) for p in live]
+            for p, events in queued:
+                rounds[id(p)].append(self._round(p, events))
         except cl.Error as exc:
             return [p.failed or Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **p.base)
                     for p in preps]

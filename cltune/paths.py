@@ -20,3 +20,11 @@ def home() -> Path:
 
     env = os.environ.get("CLTUNE_HOME")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "cltune"
+
+
+def slug(name: str, limit: int = 60) -> str:
+    """A name made safe as one file name: letters, digits, '-' and '_' only (never '/', '..' or NUL)."""
+    import re
+
+    text = re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)).strip("-")[:limit].strip("-")
+    return text or "unnamed"

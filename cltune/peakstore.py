@@ -1,4 +1,4 @@
-"""The devices' measured peaks (`cltune peak`), kept in a small JSON store under $CLTUNE_HOME.
+"""The devices' measured peaks (`cltune peak`), kept in cltune's database under $CLTUNE_HOME (store.py).
 
 Keyed by device name + platform + driver: a new driver can change the peak, so it is a new entry.
 No OpenCL import: the roofline code looks figures up here for the device named in a results CSV.
@@ -7,47 +7,21 @@ No OpenCL import: the roofline code looks figures up here for the device named i
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from . import store
 from .errors import UserError
-from .paths import home
-
-STORE_NAME = "peaks.json"
+from .paths import home  # noqa: F401  (peakstore.home() is where the store lives)
 
 
 def store_path() -> Path:
-    return home() / STORE_NAME
+    return store.default_path()
 
-
-def device_key(name, platform, driver) -> str:
-    return f"{name} | {platform} | {driver}"
-
-
-def _read(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); "
-                        "delete it and run `cltune peak` again") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object of device entries")
-    return data
 
 
 def save(entry: dict) -> Path:
-    """Add or replace the entry of entry['device'] (name, platform, driver); written atomically."""
-    dev = entry["device"]
-    path = store_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = _read(path)
-    data[device_key(dev["name"], dev["platform"], dev["driver"])] = entry
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
+    """Add or replace the entry of entry['device'] (name, platform, driver), in one transaction."""
+    return store.put_peak(entry)
 
 
 def _same(a, b) -> bool:
@@ -62,10 +36,8 @@ def _same(a, b) -> bool:
 
 def lookup(name, platform, driver) -> dict | None:
     """The stored entry for this device, platform and driver, or None."""
-    for entry in _read(store_path()).values():
-        dev = entry.get("device", {})
-        if (str(dev.get("name")) == str(name) and str(dev.get("platform")) == str(platform)
-                and _same(dev.get("driver"), driver)):
+    for entry in store.find_peaks(name, platform):
+        if _same(entry.get("device", {}).get("driver"), driver):
             return entry
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,8 +132,8 @@ class Problem:
     @property
     def min_bytes(self) -> int:
         """The least traffic any kernel must move: read input, weights and bias once, write output once."""
-        elems = np.prod(self.input_shape) + np.prod(self.weight_shape) + np.prod(self.output_shape)
-        return 4 * int(elems + (self.out_c if self.bias else 0))
+        elems = math.prod(self.input_shape) + math.prod(self.weight_shape) + math.prod(self.output_shape)
+        return 4 * (elems + (self.out_c if self.bias else 0))  # Python ints: never wraps
 
     @property
     def key(self) -> str:
@@ -143,6 +144,22 @@ class Problem:
                 f"{'' if self.bias else '_nobias'}"
                 f"{'' if self.activation == 'none' else '_' + self.activation}"
                 f"{'_pool2' if self.pool == 2 else ''}")
+
+    def size_refusal(self, info) -> str | None:
+        """Why the device cannot hold this problem's buffers (max allocation, global memory), or None.
+        Sizes are Python ints, so a shape of 2**32 x 2**32 is refused rather than wrapping to 0."""
+        total = 0
+        for name, shape in (("input", self.input_shape), ("weight", self.weight_shape),
+                            ("output", self.output_shape)):
+            nbytes = 4 * math.prod(shape)
+            total += nbytes
+            if nbytes > info.max_alloc_bytes:
+                return (f"{name} {list(shape)} needs {nbytes} bytes, more than the device's max "
+                        f"allocation of {info.max_alloc_bytes} bytes ({info.name})")
+        if total > info.global_mem_bytes:
+            return (f"the problem's buffers need {total} bytes, more than the device's "
+                    f"{info.global_mem_bytes} bytes of global memory")
+        return None
 
     def describe(self) -> str:
         return (f"input {list(self.input_shape)} weight {list(self.weight_shape)} "

@@ -13,7 +13,7 @@ from . import results
 from .errors import UserError
 
 TIME = "run_ms_median"  # the kernel's own time: what speedups, ranks and progress are measured in
-DEVICE_COLUMNS = ("device", "platform", "driver", "opencl_c", "compute_units", "max_clock_mhz")
+DEVICE_COLUMNS = ("device", "platform", "driver", "target", "opencl_c", "compute_units", "max_clock_mhz")
 @dataclass
 class Run:
     """One results CSV: its rows in the config's order, a short label and its device attributes."""
@@ -34,10 +34,7 @@ def load_run(path) -> Run:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such results file")
-    try:
-        df = results.load(path)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read results: {str(exc).splitlines()[0]}") from None
+    df = results.load(path)  # an unreadable file is one UserError naming it and the line
     if "family" not in df:
         df["family"] = "conv2d"
     phase = df["phase"] if "phase" in df else pd.Series("search", index=df.index)

@@ -46,6 +46,8 @@ def auto_name(family: str, params: dict) -> str:
     return family + "[" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) + "]"
 
 
+LIST_LIMIT = 100_000  # a space with more points is sampled, never listed
+
 PROBLEM_NAMES = ("batch", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "filter_h", "filter_w",
                  "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
                  "pool")
@@ -76,21 +78,39 @@ class Space:
 
     def reject_reason(self, values: dict, problem, device=None) -> str | None:
         """The first named constraint or device limit this point breaks, or None."""
-        env = {**problem_env(problem), **values}
-        for name, expr in self.constraints:
-            try:
-                ok = expr(env)
-            except (ZeroDivisionError, TypeError) as exc:
-                return f"constraint {name}: {exc}"
-            if not ok:
-                return f"constraint {name}: {expr.text}"
-        reason = device_limit_reason(values, device)
+        reason = self.constraint_reason(values, problem)[0] or device_limit_reason(values, device)
         if reason is None:
             from .workloads import get_family
 
             family = get_family(self.family)
             reason = family.reject_reason(problem, family.resolve(values), device)
         return reason
+
+    def constraint_reason(self, values: dict, problem) -> tuple[str | None, bool]:
+        """(the first named constraint this point breaks or None, whether it failed to evaluate)."""
+        env = {**problem_env(problem), **values}
+        for name, expr in self.constraints:
+            try:
+                ok = expr(env)
+            except (ZeroDivisionError, TypeError, OverflowError) as exc:
+                return f"constraint {name} cannot be evaluated: {exc}", True
+            if not ok:
+                return f"constraint {name}: {expr.text}", False
+        return None, False
+
+    def check_constraints(self, problem, limit: int) -> tuple[int, int, int, tuple | None]:
+        """Over the first `limit` points: (checked, passing the constraints, failing to evaluate,
+        (values, reason) of the first that failed to evaluate)."""
+        checked = passed = errors = 0
+        first = None
+        for values in itertools.islice(self.points(), limit):
+            checked += 1
+            reason, failed = self.constraint_reason(values, problem)
+            passed += reason is None
+            if failed:
+                errors += 1
+                first = first or (values, reason)
+        return checked, passed, errors, first
 
     def points(self):
         """Every combination, in a fixed order (the config's value order, last parameter fastest)."""
@@ -99,7 +119,27 @@ class Space:
             yield dict(zip(names, combo))
 
     def valid_settings(self, problem, device=None) -> list[Setting]:
-        return [self.setting(v) for v in self.points() if self.reject_reason(v, problem, device) is None]
+        return list(self.iter_valid(problem, device))
+
+    def iter_valid(self, problem, device=None):
+        """The valid settings in the fixed order, one at a time (a huge space is never listed)."""
+        return (self.setting(v) for v in self.points() if self.reject_reason(v, problem, device) is None)
+
+    @property
+    def countable(self) -> bool:
+        """Small enough to list and count every point quickly."""
+        return self.size <= LIST_LIMIT
+
+    def sample(self, rng) -> dict:
+        """One point drawn uniformly, without listing the space (rng: a random.Random)."""
+        return {name: rng.choice(values) for name, values in self.params}
+
+    def sampled_pass(self, problem, n: int = 1000, seed: int = 0, device=None) -> int:
+        """How many of n uniformly drawn points pass the constraints and limits."""
+        import random
+
+        rng = random.Random(seed)
+        return sum(self.reject_reason(self.sample(rng), problem, device) is None for _ in range(n))
 
 
 def device_limit_reason(values: dict, device) -> str | None:

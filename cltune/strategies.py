@@ -8,7 +8,10 @@ live outside the strategies (sweep.py), so every strategy obeys them alike.
 
 from __future__ import annotations
 
+import itertools
 import random as _random
+import warnings
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -47,23 +50,51 @@ def register(name: str):
     return deco
 
 
-def _in_order(search: Search, order: list[Setting]) -> None:
-    if search.evaluate_many is not None:  # a farm pulls them as its workers free up
+def _in_order(search: Search, order) -> None:
+    """Evaluate settings in order (a list or a lazy iterator), announcing the next few ahead."""
+    if search.evaluate_many is not None:  # a farm pulls them one by one as its workers free up
         search.evaluate_many(order)
         return
-    for i, s in enumerate(order):
-        search.evaluate(s, order[i + 1:i + 1 + PREFETCH])
+    it = iter(order)
+    ahead = deque(itertools.islice(it, PREFETCH + 1))
+    while ahead:
+        s = ahead.popleft()
+        ahead.extend(itertools.islice(it, 1))
+        search.evaluate(s, list(ahead)[:PREFETCH])
+
+
+def _drawn(search: Search, rng: _random.Random, give_up: int = 10_000):
+    """Valid, not yet measured settings drawn at random without listing the space; stops after
+    `give_up` draws in a row that were rejected or already seen."""
+    seen, misses = set(), 0
+    while misses < give_up:
+        values = search.space.sample(rng)
+        setting = search.space.setting(values)
+        if setting.key in seen or search.measured(setting) or \
+                search.space.reject_reason(values, search.problem, search.device) is not None:
+            misses += 1
+            continue
+        misses = 0
+        seen.add(setting.key)
+        yield setting
+    warnings.warn(f"space {search.space.family}: {give_up} random draws in a row were rejected or already "
+                  "measured; the search stops there (loosen the constraints or list fewer values)",
+                  stacklevel=2)
 
 
 @register("exhaustive")
 def exhaustive(search: Search) -> None:
     """Every valid setting, in the space's fixed order."""
-    _in_order(search, search.valid_settings())
+    _in_order(search, search.space.iter_valid(search.problem, search.device))
 
 
 @register("random")
 def random_search(search: Search) -> None:
-    """Valid settings in a seeded random order: the same seed gives the same sequence, no repeats."""
+    """Valid settings in a seeded random order: the same seed gives the same sequence, no repeats.
+    A space too large to list is sampled point by point instead of shuffled."""
+    if not search.space.countable:
+        _in_order(search, _drawn(search, _random.Random(search.seed)))
+        return
     order = search.valid_settings()
     _random.Random(search.seed).shuffle(order)
     _in_order(search, order)
@@ -81,22 +112,29 @@ def tpe(search: Search) -> None:
     study = optuna.create_study(direction="minimize",
                                 sampler=optuna.samplers.TPESampler(seed=search.seed, n_startup_trials=8))
     choices = {name: list(values) for name, values in space.params}
-    remaining = {s.key: s for s in search.valid_settings()}
+    # A space too large to list: validity is checked point by point as TPE proposes it.
+    remaining = {s.key: s for s in search.valid_settings()} if space.countable else None
     stale = 0
-    while remaining and stale < 50:
+    while remaining is None or remaining:
         batch = []  # (trial, setting): on a farm, one new point per worker, measured together
-        while remaining and stale < 50 and len(batch) < max(search.batch, 1):
+        while (remaining is None or remaining) and stale < 50 and len(batch) < max(search.batch, 1):
             trial = study.ask()
             values = {name: trial.suggest_categorical(name, vals) for name, vals in choices.items()}
             setting = space.setting(values)
-            if setting.key not in remaining:
+            if remaining is not None:
+                fresh = setting.key in remaining
+            else:
+                fresh = not search.measured(setting) and all(setting.key != s.key for _, s in batch) and \
+                    space.reject_reason(values, search.problem, search.device) is None
+            if not fresh:
                 # Rejected by a constraint or a device limit, or already measured: no budget spent.
                 cost = search.evaluate(setting, ()) if search.measured(setting) else None
                 _tell(study, trial, cost)
                 stale += 1
                 continue
             stale = 0
-            del remaining[setting.key]
+            if remaining is not None:
+                del remaining[setting.key]
             batch.append((trial, setting))
         if search.evaluate_many is not None and batch:
             costs = search.evaluate_many([s for _, s in batch])
@@ -104,8 +142,14 @@ def tpe(search: Search) -> None:
             costs = [search.evaluate(s, ()) for _, s in batch]
         for (trial, _), cost in zip(batch, costs):
             _tell(study, trial, cost)
+        if stale >= 50:
+            break
+    rng = _random.Random(search.seed)
+    if remaining is None:
+        _in_order(search, _drawn(search, rng))
+        return
     order = list(remaining.values())
-    _random.Random(search.seed).shuffle(order)
+    rng.shuffle(order)
     _in_order(search, order)
 
 

@@ -115,6 +115,12 @@ class Sweep:
         self.outcomes[key] = outcome
         return outcome
 
+    def incumbent(self) -> float | None:
+        """The best median so far (this run and resumed): what adaptive repeats compare against."""
+        costs = [o.cost for o in (*self.outcomes.values(), *self.resumed.values())
+                 if o.status == Status.OK.value and o.cost is not None]
+        return min(costs, default=None)
+
     def _evaluate_many(self, settings: Iterator[Setting]) -> list[Outcome]:
         """Outcomes of `settings`: resumed ones at once, the rest measured in parallel, recorded as
         each finishes. A setting is pulled from `settings` only when a worker is free for it."""

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from . import results
+from . import results, schema
+from .config import SEED_MAX
+from .errors import UserError
+from .paths import slug
 from .records import Measurement, Timing
 from .space import Setting
 from .sweep import Budget, Outcome, Sweep
@@ -33,6 +38,7 @@ class Options:
     warmup: int | None = None
     repeat: int | None = None
     rerank: int | None = None
+    retry_failed: bool = False  # with resume: measure again the settings whose rows are not ok
     prebuild: bool | None = None
     modules: tuple = ()  # extra modules that register kernel families (imported by the worker too)
 
@@ -43,6 +49,24 @@ class Result:
     rows: list = field(default_factory=list)
     ranking: list = field(default_factory=list)  # rows of the final ranking, fastest first
     baseline_ms: float | None = None
+
+
+def check_options(opts: Options) -> None:
+    """What can be refused before a device is opened: conflicting or pointless file options."""
+    if opts.out and opts.resume:
+        raise UserError("--out and --resume both name the results file; give one")
+    if opts.seed is not None and not (isinstance(opts.seed, int) and 0 <= opts.seed <= SEED_MAX):
+        raise UserError(f"seed: expected an int in [0, {SEED_MAX}], got {opts.seed!r}")
+    for name in ("timeout_s", "time_limit_s"):
+        v = getattr(opts, name)
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise UserError(f"{name}: expected a finite number of seconds > 0, got {v!r}")
+    if opts.retry_failed and not opts.resume:
+        raise UserError("--retry-failed measures again the failed rows of a file: give it with --resume FILE")
+    out = Path(opts.out) if opts.out else None
+    if out is not None and out.is_file() and out.stat().st_size:
+        raise UserError(f"{out}: already holds results; resume it with --resume {out}, "
+                        "or choose another --out")
 
 
 def default_timeout(baseline_wall_ms: float | None) -> float:
@@ -68,10 +92,14 @@ def open_backend(cfg, opts: Options):
 
 
 def default_path(cfg, info) -> Path:
-    import re
-
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", info.name).strip("-").lower()[:40]
-    return Path("results") / f"{cfg.name}_{slug}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv"
+    """results/<config>_<device>_<time>.csv, inside results/ whatever the names hold."""
+    stem = f"{slug(cfg.name)}_{slug(info.name).lower()[:40]}_{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    path = Path("results") / f"{stem}.csv"
+    n = 1
+    while path.exists():  # two sweeps in the same second
+        n += 1
+        path = Path("results") / f"{stem}-{n}.csv"
+    return path
 
 
 def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, backend=None) -> Result:
@@ -79,8 +107,10 @@ def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, b
     timing = cfg.timing
     if opts.warmup is not None:
         timing = replace(timing, warmup=opts.warmup)
-    if opts.repeat is not None:
-        timing = replace(timing, repeat=opts.repeat, max_repeat=max(opts.repeat, timing.max_repeat))
+    if opts.repeat is not None:  # a fixed count: adaptive repeats off
+        timing = replace(timing, repeat=opts.repeat, max_repeat=max(opts.repeat, timing.max_repeat),
+                         adaptive=False)
+    check_options(opts)
     own = backend is None
     backend = backend or open_backend(cfg, opts)
     try:
@@ -104,13 +134,17 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     from . import peakstore
 
     info, problem = backend.info, cfg.problem
+    refusal = problem.size_refusal(info)  # before any file is written
+    if refusal:
+        raise UserError(refusal)
     peaks = peakstore.lookup(info.name, info.platform, info.driver)
     path = Path(opts.resume or opts.out or default_path(cfg, info))
     ident = _identity(info, problem)
     res = Result(path)
-    with results.ResultsFile(path) as sink:
+    header = schema.make_header(cfg.name, problem.key, info)
+    with results.ResultsFile(path, header, resume=bool(opts.resume)) as sink:
         results.save_device_info(path, info)
-        resumed, had_rerank = _resumed(path, info) if opts.resume else ({}, False)
+        resumed, had_rerank = _resumed(path, opts.retry_failed) if opts.resume else ({}, False)
         strategy = ["listed"]
 
         def record(m: Measurement, phase: str) -> Outcome:
@@ -122,10 +156,15 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
             on_row(row)
             return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
 
-        sweep = Sweep(lambda s, upcoming: backend.measure(problem, s, timing, upcoming),
-                      lambda s: ident(s)["key"], record, resumed)
+        def timing_now() -> Timing:
+            return replace(timing, incumbent_ms=sweep.incumbent()) if timing.adaptive else timing
+
+        def measure(setting: Setting, upcoming) -> Measurement:
+            return backend.measure(problem, setting, timing_now(), upcoming)
+
+        sweep = Sweep(measure, lambda s: ident(s)["key"], record, resumed)
         if hasattr(backend, "measure_many"):  # a farm: settings in parallel over its workers
-            sweep.measure_many = lambda settings: backend.measure_many(problem, timing, settings)
+            sweep.measure_many = lambda settings: backend.measure_many(problem, timing_now, settings)
             sweep.batch = backend.batch
         settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         outcomes = sweep.run_settings(settings[:1])
@@ -160,16 +199,32 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     return res
 
 
-def _resumed(path: Path, info) -> tuple[dict, bool]:
-    """Outcomes of the device's search rows already in the file, by key, and whether it holds the
-    device's re-ranking (a farm of several device kinds writes them all to one file)."""
+def failure(result: Result, baseline: str | None) -> str | None:
+    """Why a sweep measured nothing usable (its baseline, or every setting, failed), else None.
+    The rows stay in the file; the command says this in one line and exits non-zero."""
+    first = [r for r in result.rows if r["phase"] == "search"]
+    if not first:
+        return None  # a resumed sweep with nothing left to measure
+    ok = [r for r in first if r["status"] == "ok"]
+    base = next((r for r in first if r["setting"] == baseline), None)
+    if ok and (base is None or base["status"] == "ok"):
+        return None
+    bad = base if base is not None and base["status"] != "ok" else first[0]
+    what = (f"the baseline {bad['setting']} failed" if bad is base and ok
+            else f"all {len(first)} settings failed")
+    return f"{what} ({bad['status']}: {bad['error']}); the rows are in {result.path}"
+
+
+def _resumed(path: Path, retry_failed: bool = False) -> tuple[dict, bool]:
+    """Outcomes of the search rows already in the file, by key, and whether it holds a re-ranking.
+    With retry_failed the rows that are not ok are left out, so those settings are measured again."""
     if not path.exists() or path.stat().st_size == 0:
         return {}, False
     df = results.load(path)
-    df = df[(df["device"] == info.name) & (df["driver"] == info.driver)
-            & (df["compute_units"] == info.compute_units)]
     out = {}
     for row in df[df["phase"] == "search"].to_dict("records"):
+        if retry_failed and row["status"] != "ok":
+            continue
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
         cost = row["run_ms_median"] if row["status"] == "ok" else None
         out[row["key"]] = Outcome(setting, row["status"], cost)
@@ -181,7 +236,9 @@ def _wall_ms(rows: list, path: Path, key: str) -> float | None:
         if row["key"] == key:
             return row["wall_ms"]
     if path.exists():
-        df = results.load(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # _resumed() has warned about this file's bad lines
+            df = results.load(path)
         hit = df[df["key"] == key]
         if len(hit):
             return float(hit["wall_ms"].iloc[0])

@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import types
+import warnings
 
 from .errors import UserError
 from .records import Measurement, Status
@@ -33,20 +34,24 @@ def _die_with_parent() -> None:
 
 
 def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tuple) -> None:
-    """The worker's loop: (method, args) in, ("ok", value) or ("user_error", message) out."""
+    """The worker's loop: (method, args) in, ("ok", value), ("user_error", message) or ("error",
+    "Type: message") out."""
     _die_with_parent()
     if os.getppid() != parent_pid:
         return
     for name in modules:
         importlib.import_module(name)
+    from .device import DeviceSkipped
     from .measure import Runner
 
     try:
-        runner = Runner(device_spec, **runner_kwargs)
+        with warnings.catch_warnings(record=True) as caught:  # devices skipped: the parent says so
+            warnings.simplefilter("always", DeviceSkipped)
+            runner = Runner(device_spec, **runner_kwargs)
     except UserError as exc:
         conn.send(("user_error", str(exc)))
         return
-    conn.send(("ok", runner.info))
+    conn.send(("ok", (runner.info, [str(w.message) for w in caught if w.category is DeviceSkipped])))
     while True:
         try:
             method, args = conn.recv()
@@ -58,9 +63,17 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
             conn.send(("ok", getattr(runner, method)(*args)))
         except UserError as exc:
             conn.send(("user_error", str(exc)))
+        except Exception as exc:  # noqa: BLE001  (a bug or bad value: the row says which, the worker lives on)
+            conn.send(("error", _first_line(f"{type(exc).__name__}: {exc}")))
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:500]
 
 
 class WorkerDied(Exception):
+    """The worker could not answer with a measurement: it hung, died, or raised (status ERROR)."""
+
     def __init__(self, status: Status, message: str):
         super().__init__(message)
         self.status, self.message = status, message
@@ -102,7 +115,14 @@ class WorkerRunner:
         finally:
             sys.modules["__main__"] = main
         child.close()
-        return self._receive(START_TIMEOUT_S)
+        info, skipped = self._receive(START_TIMEOUT_S)
+        if self.restarts == 0:
+            from .device import DeviceSkipped
+
+            for line in skipped:
+                warnings.warn(line, DeviceSkipped, stacklevel=3)
+        self.device_spec = info.index  # a restarted worker opens the same device, unprobed choices aside
+        return info
 
     def _receive(self, timeout: float | None):
         try:
@@ -121,6 +141,8 @@ class WorkerRunner:
             raise WorkerDied(Status.CRASHED, _describe_exit(code)) from None
         if kind == "user_error":
             raise UserError(value)
+        if kind == "error":
+            raise WorkerDied(Status.ERROR, value)
         return value
 
     def _kill(self) -> None:

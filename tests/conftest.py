@@ -1,10 +1,55 @@
-"""Shared fixtures: one Runner on the test device (CLTUNE_DEVICE, else the first GPU, else PoCL)."""
+"""Shared fixtures: the correctness tests run on every OpenCL runtime of this machine that works.
+
+`device` is parametrized over the devices that pass cltune's probe (both PoCL builds where the
+wheel's and the system's work; only the system's on a CPU the wheel's LLVM does not know), or
+over the one that $CLTUNE_DEVICE names; its id (`dev0-skylake-avx512`, ...) is in the test name.
+`runner` is a Runner on that device.
+"""
+
+import os
+import re
 
 import pytest
 
 
+def _devices():
+    from cltune import device as dev
+    from cltune.errors import UserError
+
+    try:
+        if os.environ.get("CLTUNE_DEVICE"):
+            return [dev.select()[1]]
+        infos = dev.working_devices()
+    except UserError:
+        infos = []
+    # No working device: one parameter, so every device test fails with the reason instead of
+    # being skipped as "empty parameter set" (a green run that tested nothing).
+    return infos or [None]
+
+
+def _device_id(info) -> str:
+    if info is None:
+        return "no-device"
+    # PoCL's target is a triple and the CPU (pthread-x86_64-pc-linux-gnu-skylake-avx512): keep the CPU.
+    cpu = re.sub(r"^.*-(gnu|musl|android|eabi)[a-z]*-", "", info.target) if info.target else info.name
+    return f"dev{info.index}-" + re.sub(r"[^A-Za-z0-9]+", "-", cpu).strip("-").lower()[:24]
+
+
+DEVICES = _devices()
+
+
+@pytest.fixture(scope="session", params=DEVICES, ids=[_device_id(d) for d in DEVICES])
+def device(request):
+    """One working device's DeviceInfo (its flat index names it to the API and the Runner)."""
+    if request.param is None:
+        from cltune import device as dev
+
+        dev.select()  # raises the one line that says why no device works
+    return request.param
+
+
 @pytest.fixture(scope="session")
-def runner():
+def runner(device):
     from cltune.measure import Runner
 
-    return Runner(rtol=1e-4, atol=1e-4)
+    return Runner(device.index, rtol=1e-4, atol=1e-4)

@@ -36,10 +36,14 @@ class FakeBackend:
         if status is not None:
             return Measurement(setting=setting, status=status, error=f"fake {status}")
         cost = fake_cost(setting.values)
-        rounds = tuple(Round(0.01, 0.02, cost, cost + 0.03) for _ in range(timing.repeat))
+        runs = []
+        while len(runs) < timing.wanted(runs):  # the Runner's repeat rule, adaptive included
+            runs.append(cost)
+        rounds = tuple(Round(0.01, 0.02, cost, cost + 0.03) for _ in runs)
         return Measurement(setting=setting, status=Status.OK, build_options="-cl-std=CL1.2",
                            source_hash="fake", build_ms=1.0, first_launch_ms=cost, max_abs_err=0.0,
-                           rounds=rounds, wall_ms=cost * (timing.repeat + 1))
+                           rounds=rounds, wall_ms=cost * (len(runs) + 1),
+                           stopped_early=timing.stops_early(runs))
 
     def measure_interleaved(self, problem, settings, timing):
         self.interleaved.append(list(settings))

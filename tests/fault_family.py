@@ -1,6 +1,7 @@
 """A kernel family for fault-injection tests: the study kernel, then a kernel that misbehaves.
 
-FAULT: 0 nothing, 1 loop forever, 2 write far out of bounds, 3 fail to build.
+FAULT: 0 nothing, 1 loop forever, 2 write far out of bounds, 3 fail to build, 4 raise a Python
+ValueError in the host code (planning the launches).
 Imported by the worker process through `modules=("tests.fault_family",)`.
 """
 
@@ -35,6 +36,8 @@ class FaultFamily(Conv2dFamily):
         import numpy as np
         import pyopencl as cl
 
+        if p["FAULT"] == 4:
+            raise ValueError("injected host error: seed must be non-negative")
         out = super().launches(ctx, queue, problem, p, bufs)
         if p["FAULT"]:
             flag = bufs.cache.get("fault_flag")
@@ -48,4 +51,4 @@ class FaultFamily(Conv2dFamily):
 if "faults" not in FAMILIES:
     base = get_family("conv2d")
     register(FaultFamily(name="faults", sources=base.sources,
-                         params=base.params + (Param("FAULT", (0, 1, 2, 3), 0, "the fault to inject"),)))
+                         params=base.params + (Param("FAULT", (0, 1, 2, 3, 4), 0, "the fault to inject"),)))

@@ -33,7 +33,7 @@ def accepts(setting: str, case: dict) -> bool:
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("setting", cltune.settings())
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_matches_torch(case, setting, with_bias):
+def test_matches_torch(case, setting, with_bias, device):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(case["x"]).astype(np.float32)
     w = rng.standard_normal(case["w"]).astype(np.float32)
@@ -43,9 +43,9 @@ def test_matches_torch(case, setting, with_bias):
     if not accepts(setting, case):
         # A setting whose family cannot run the layer says so in one line instead of computing.
         with pytest.raises(UserError, match=f"setting {setting!r} cannot run"):
-            cltune.conv2d(x, w, b, setting=setting, **kw)
+            cltune.conv2d(x, w, b, setting=setting, device=device.index, **kw)
         return
-    got = cltune.conv2d(x, w, b, setting=setting, **kw)
+    got = cltune.conv2d(x, w, b, setting=setting, device=device.index, **kw)
     want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
                                       None if b is None else torch.from_numpy(b), **kw).numpy()
     assert got.shape == want.shape and got.dtype == np.float32
@@ -123,3 +123,24 @@ def test_nan_and_inf_inputs_pass_through_as_numbers():
     x[0, 0, 2, 2] = np.inf
     out = cltune.conv2d(x, np.ones((1, 1, 1, 1), np.float32))
     assert np.isnan(out[0, 0, 0, 0]) and np.isinf(out[0, 0, 2, 2]) and out[0, 0, 1, 1] == 1.0
+
+
+def test_a_huge_broadcast_view_is_refused_before_it_is_copied():
+    # A 256 GiB broadcast view of one float used to be copied (ascontiguousarray) before the size check.
+    x = np.broadcast_to(np.float32(1), (1, 4, 2**17, 2**17))
+    w = np.ones((1, 4, 1, 1), np.float32)
+    with pytest.raises(UserError, match=r"input \[1, 4, 131072, 131072\] needs 274877906944 bytes, more than"):
+        cltune.conv2d(x, w)
+
+
+def test_a_tensor_that_requires_grad_is_taken_as_torch_takes_it():
+    # np.asarray() of such a tensor raised RuntimeError ("Can't call numpy() on Tensor that requires grad").
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, requires_grad=True)
+    want = torch.nn.functional.conv2d(x, w, padding=1).detach().numpy()
+    np.testing.assert_allclose(cltune.conv2d(x, w, padding=1), want, rtol=1e-4, atol=1e-4)
+
+
+def test_an_argument_numpy_cannot_read_is_one_user_error():
+    with pytest.raises(UserError, match="conv2d\\(\\): argument 'input' cannot be read as an array"):
+        cltune.conv2d(torch.empty(1, 2, 5, 5, device="meta"), np.ones((1, 2, 1, 1), np.float32))

@@ -110,3 +110,16 @@ def test_a_setting_can_name_a_builtin(tmp_path):
                     "[[setting]]\nname = 'mine'\nbuiltin = 'fastest'\n")
     res = CliRunner().invoke(main, ["settings", str(path)])
     assert res.exit_code == 2 and "setting[0].builtin: expected a built-in setting name" in res.output
+
+
+def test_resuming_quick_with_tune_small_is_refused_and_the_file_is_untouched(quick_csv):
+    # It used to append tune_small's rows to quick's file; the ladder then compared the two.
+    out, _ = quick_csv
+    before = out.read_bytes(), out.with_suffix(".device.json").read_bytes()
+    res = CliRunner().invoke(main, ["sweep", "tune_small", "--resume", str(out)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert f"{out}: cannot resume: it holds config 'quick', this sweep's is 'tune_small'" in res.output
+    assert "(ms, medians)" not in res.output  # no empty table above the refusal
+    res = CliRunner().invoke(main, ["sweep", "quick", "--out", str(out)])
+    assert res.exit_code == 2 and f"{out}: already holds results; resume it with --resume" in res.output
+    assert (out.read_bytes(), out.with_suffix(".device.json").read_bytes()) == before

@@ -28,7 +28,7 @@ class FakeFarm(FakeBackend):
     batch: int = 3
     pulls: list = field(default_factory=list)  # settings in flight each time one more was pulled
 
-    def measure_many(self, problem, timing, settings):
+    def measure_many(self, problem, timing_now, settings):
         while True:
             flight = []
             for s in settings:
@@ -39,7 +39,7 @@ class FakeFarm(FakeBackend):
             if not flight:
                 return
             for s in reversed(flight):
-                yield self.measure(problem, s, timing)
+                yield self.measure(problem, s, timing_now())
 
 
 def run(backend, cfg, tmp_path, name):
@@ -241,7 +241,7 @@ def test_a_sweep_killed_mid_run_is_completed_by_resume_on_the_farm(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and out.read_text().count("\n") >= 5:  # header + 4 settings
+        if out.exists() and out.read_text().count("\n") >= 6:  # header, columns and 4 settings
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the sweep finished before it could be killed"

@@ -30,8 +30,10 @@ def fault_config(faults):
                          "run": {"warmup": 0, "repeat": 2, "rerank": 0}, "setting": settings}, "faults.toml")
 
 
-def test_hang_wild_write_and_build_failure_each_cost_one_setting(tmp_path):
-    cfg = fault_config([1, 2, 3])
+def test_hang_wild_write_build_failure_and_host_exception_each_cost_one_setting(tmp_path):
+    # A Python exception in the worker used to read `crashed ... worker exited with status 1`,
+    # its message only on stderr; it is now an `error` row carrying the exception.
+    cfg = fault_config([1, 2, 3, 4])
     out = tmp_path / "faults.csv"
     res = tune.run(cfg, tune.Options(out=out, timeout_s=8, modules=MODULES))
     df = results.load(out)
@@ -39,12 +41,14 @@ def test_hang_wild_write_and_build_failure_each_cost_one_setting(tmp_path):
     assert status.pop("fault1_0") == "timeout"
     assert status.pop("fault2_1") == "crashed"
     assert status.pop("fault3_2") == "build_error"
-    assert set(status.values()) == {"ok"} and len(status) == 4  # normal and every "after" setting
+    assert status.pop("fault4_3") == "error"
+    assert set(status.values()) == {"ok"} and len(status) == 5  # normal and every "after" setting
     errors = dict(zip(df["setting"], df["error"]))
     assert "worker killed" in errors["fault1_0"]
     assert "SIGSEGV" in errors["fault2_1"] or "signal" in errors["fault2_1"]
     assert "injected build failure" in errors["fault3_2"]
-    assert len(res.rows) == len(df) == 7
+    assert errors["fault4_3"] == "ValueError: injected host error: seed must be non-negative"
+    assert len(res.rows) == len(df) == 9
 
 
 def test_worker_killed_mid_measurement_is_recorded_and_replaced():
@@ -71,7 +75,7 @@ def test_sigkill_of_the_sweep_loses_only_the_setting_in_flight_and_resume_comple
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and out.read_text().count("\n") >= 5:  # header + 4 settings
+        if out.exists() and out.read_text().count("\n") >= 6:  # header line, columns + 4 settings
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the sweep finished before it could be killed"
@@ -103,7 +107,7 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
     with results.ResultsFile(path):
         with pytest.raises(UserError, match="another cltune sweep is writing to this results file"):
             results.ResultsFile(path)
-    results.ResultsFile(path).close()  # released when the first sweep ends
+    results.ResultsFile(path, resume=True).close()  # released when the first sweep ends
 
 
 def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):

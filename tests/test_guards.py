@@ -41,3 +41,4 @@ def test_oversized_problem_in_a_config_is_one_line_from_the_worker(tmp_path, run
     res = CliRunner().invoke(main, ["sweep", str(cfg), "--out", str(tmp_path / "h.csv")])
     assert res.exit_code == 2 and "more than the device's max allocation" in res.output
     assert "Traceback" not in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.toml"]  # no header-only CSV, no .device.json

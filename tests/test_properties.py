@@ -2,6 +2,8 @@
 the config loader against arbitrary TOML-shaped data. Either a result or one UserError, never a
 traceback of another kind."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
@@ -68,7 +70,8 @@ problem_table = st.fixed_dictionaries({}, optional={
 setting_table = st.fixed_dictionaries({}, optional={
     "name": st.one_of(values, st.sampled_from(["a", "b"])), "family": values,
     "params": st.one_of(values, st.dictionaries(st.sampled_from(["MACROS", "UNROLL", "MATH", "LWS_X", "X"]),
-                                                values, max_size=3))})
+                                                st.one_of(values, st.sampled_from([4.0, 1.0, 0.0])),
+                                                max_size=3))})
 space_table = st.fixed_dictionaries({}, optional={
     "family": st.one_of(values, st.just("conv2d")),
     "params": st.one_of(values, st.dictionaries(st.sampled_from(["MACROS", "UNROLL", "LWS_X", "Q"]),
@@ -78,7 +81,9 @@ space_table = st.fixed_dictionaries({}, optional={
 config_data = st.fixed_dictionaries({}, optional={
     "name": values, "problem": st.one_of(values, problem_table),
     "run": st.one_of(values, st.dictionaries(st.sampled_from(
-        ["warmup", "repeat", "rtol", "strategy", "budget", "baseline", "bogus"]), values, max_size=3)),
+        ["warmup", "repeat", "rtol", "strategy", "budget", "baseline", "bogus", "seed", "timeout_s",
+         "time_limit_s"]), st.one_of(values, st.sampled_from([float("nan"), float("inf"), -1, 2**32])),
+        max_size=3)),
     "setting": st.one_of(values, st.lists(setting_table, max_size=3)),
     "space": st.one_of(values, st.lists(space_table, max_size=2)), "extra": values})
 
@@ -95,3 +100,8 @@ def test_config_loader_returns_a_config_or_one_user_error(data):
         return
     event("accepted")
     assert cfg.problem.out_h >= 1 and (cfg.settings or cfg.spaces)
+    # No knob takes a float (4.0 passed as 4 and broke the build), no NaN/inf time, no seed numpy refuses.
+    assert not any(isinstance(v, float) for s in cfg.settings for v in s.values.values())
+    assert not any(isinstance(v, float) for sp in cfg.spaces for _, vals in sp.params for v in vals)
+    assert all(v is None or math.isfinite(v) for v in (cfg.timeout_s, cfg.time_limit_s))
+    assert 0 <= cfg.seed <= config.SEED_MAX

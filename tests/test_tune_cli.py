@@ -47,7 +47,7 @@ def test_best_command_and_api_read_back(tuned, tmp_path, monkeypatch):
     fastest = rerank.loc[rerank["run_ms_median"].idxmin()]
     entry = cltune.best_setting(df["device"][0], config.load("tune_small").problem)
     assert entry["setting"] == fastest["setting"] and entry["baseline"] == "normal"
-    assert (tmp_path / "best.json").exists()
+    assert (tmp_path / "cltune.sqlite").exists()
 
 
 def test_tpe_in_process_respects_the_budget(tmp_path):

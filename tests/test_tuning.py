@@ -1,10 +1,8 @@
 """The tuning loop with a fake device: spaces, device limits, strategies' budgets, resume, best."""
 
-import json
-
 import pytest
 
-from cltune import best, config, results, tune
+from cltune import best, config, results, store, tune
 from cltune.records import Status
 from cltune.sweep import Budget, Sweep
 
@@ -147,14 +145,21 @@ def test_resume_after_a_crash_mid_write_measures_only_what_is_missing(tmp_path):
     assert third.measured == []
 
 
-def test_resume_does_not_match_another_device_or_driver(tmp_path):
+def test_resume_refuses_a_file_of_another_driver_and_leaves_it_untouched(tmp_path):
+    # Resuming with another driver used to append a second device's rows to the same file.
     from dataclasses import replace
+
+    from cltune.errors import UserError
 
     cfg = make_config(budget=4)
     run_fake(cfg, tmp_path, rerank=0)
+    before = (tmp_path / "r.csv").read_bytes(), (tmp_path / "r.device.json").read_bytes()
     other = FakeBackend(info=replace(FAKE_INFO, driver="2.0"))
-    tune.run(cfg, tune.Options(isolation=False, resume=tmp_path / "r.csv", rerank=0), backend=other)
-    assert len(other.measured) == 5  # baseline + budget, all measured again
+    with pytest.raises(UserError, match="cannot resume: it was measured on device driver '1.0', "
+                                        "this sweep's device has '2.0'"):
+        tune.run(cfg, tune.Options(isolation=False, resume=tmp_path / "r.csv", rerank=0), backend=other)
+    assert other.measured == []
+    assert ((tmp_path / "r.csv").read_bytes(), (tmp_path / "r.device.json").read_bytes()) == before
 
 
 def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
@@ -171,13 +176,13 @@ def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
 def test_best_database_round_trip(tmp_path):
     cfg = make_config(budget=10)
     _, res = run_fake(cfg, tmp_path)
-    db = tmp_path / "best.json"
+    db = tmp_path / "best.sqlite"
     path, entries = best.update([tmp_path / "r.csv"], db)
     assert len(entries) == 1
     entry = best.best_setting("Fake GPU", cfg.problem, db)
     assert entry["setting"] == res.ranking[0]["setting"]
     assert entry["speedup"] == pytest.approx(fake_cost({}) / res.ranking[0]["run_ms_median"])
-    assert json.loads(db.read_text())["devices"]
+    assert [e["problem"] for e in store.all_best(db)] == [cfg.problem.key]
     assert best.best_setting("Other GPU", cfg.problem, db) is None
 
 

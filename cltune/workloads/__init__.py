@@ -121,7 +121,7 @@ class Family:
             if p.values is None:
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                     raise UserError(f"{where}parameter {key} must be an int >= 0, got {value!r}")
-            elif value not in p.values or isinstance(value, bool):
+            elif not any(type(value) is type(v) and value == v for v in p.values):  # 4.0 is not 4
                 raise UserError(f"{where}parameter {key} must be one of {list(p.values)}, got {value!r}")
             out[key] = value
         return out

@@ -1,0 +1,254 @@
+"""cltune against Kernel Tuner on the same kernel, space and OpenCL device, side by side in one run.
+
+    pip install -e '.[peers]'                 # Kernel Tuner 1.5.0 beside cltune
+    python benchmarks/kernel_tuner_compare.py [--device D] [--runs 3] [--no-adaptive-part]
+
+Part 1, configs/kt_compare.toml (48 points of kernels/conv2d.cl): each tool tunes the space `--runs`
+times in a fresh process, the first with empty kernel caches (cold), the others warm, alternating
+tools. cltune runs `cltune sweep` with its default measurement; Kernel Tuner runs `tune_kernel`
+(brute force, 5 iterations, verified against the same float64 reference with `answer`) on the same
+source, defines, inputs and local sizes, which this script derives from cltune's conv2d family.
+Printed: wall per point, Spearman rank correlation of per-point times run vs run, the share of timed
+launches over 1.3x their point's fastest, each run's best point, and whether the tools agree.
+
+Part 2, configs/bench_repeat.toml (a direct-family space with a wide spread): cltune's adaptive
+repeats (the default) against a fixed `--repeat 5`, warm, alternating: wall and best point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cltune import config, results  # noqa: E402
+
+KNOBS = ("MACROS", "UNROLL", "MATH", "LWS_X", "LWS_Y")
+SLOW = 1.3  # a launch this much slower than its point's fastest counts as slow
+
+
+# Kernel Tuner's side (runs in a child process) ----------------------------------------------------
+def kt_child(out: Path, device: int, iterations: int) -> None:
+    """Tune configs/kt_compare.toml's space with Kernel Tuner; write its results as JSON."""
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    from cltune import device as dev
+    from cltune.problem import reference_conv2d
+    from cltune.workloads import get_family
+    from cltune.workloads.conv2d import MACRO_STEPS, MATH_CODES, problem_macros
+
+    cfg = config.load("kt_compare")
+    p, space = cfg.problem, cfg.spaces[0]
+    family = get_family("conv2d")
+    # Kernel Tuner writes `#define NAME value` for each tunable; MACROS is cltune's ladder step, so a
+    # prologue maps it to the problem macros cltune passes with -D at that step.
+    values = problem_macros(p)
+    prologue = ["#define MAD24 0"]
+    for step in range(1, len(MACRO_STEPS)):
+        prologue += [f"#if MACROS >= {step}"] + [f"#define {n} {values[n]}" for n in MACRO_STEPS[step]] + ["#endif"]
+    source = "\n".join(prologue) + "\n" + family.source()
+    params = dict(space.params)
+    tune_params = {k: ([MATH_CODES[v] for v in params[k]] if k == "MATH" else list(params[k])) for k in KNOBS}
+    restrictions = ["UNROLL == 0 or MACROS >= 1", "LWS_X * LWS_Y >= 16", "LWS_X * LWS_Y <= 64"]
+
+    x, w, b = p.make_inputs(cfg.seed)
+    expected = reference_conv2d(p, x, w, b).astype(np.float32)
+    i32 = np.int32
+    args = [x.ravel(), w.ravel(), b, np.zeros(expected.size, np.float32)] + [i32(v) for v in (
+        p.batch, p.in_c, p.in_h, p.in_w, p.out_c, p.out_h, p.out_w, p.filter_h, p.filter_w,
+        p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w)]
+    answer = [None] * len(args)
+    answer[3] = expected.ravel()
+
+    platform, device_obj = dev.all_devices()[device]
+    pi = [q.name for q in __import__("pyopencl").get_platforms()].index(platform.name)
+    di = [d.int_ptr for d in platform.get_devices()].index(device_obj.int_ptr)
+    res, _ = tune_kernel("conv2d", source, (p.out_w, p.out_h, p.batch * p.out_c), args, tune_params,
+                         lang="OpenCL", platform=pi, device=di, block_size_names=["LWS_X", "LWS_Y", "LWS_Z"],
+                         restrictions=restrictions, answer=answer, atol=cfg.atol, iterations=iterations,
+                         compiler_options=["-cl-std=CL1.2"], strategy="brute_force", cache=None,
+                         verbose=False, quiet=True)
+    codes = {v: k for k, v in MATH_CODES.items()}
+    rows = []
+    for r in res:
+        if "__error__" in r or not isinstance(r.get("time"), (int, float)):
+            continue
+        times = [float(t) for t in r.get("times") or [r["time"]]]
+        rows.append({**{k: (codes[r[k]] if k == "MATH" else int(r[k])) for k in KNOBS},
+                     "ms": statistics.median(times), "samples": times})
+    out.write_text(json.dumps(rows))
+
+
+# Running both tools --------------------------------------------------------------------------------
+def point(values: dict) -> tuple:
+    return tuple(values[k] for k in KNOBS)
+
+
+def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path, extra=()) -> dict:
+    out = out_dir / f"{label}.csv"
+    cmd = [sys.executable, "-m", "cltune", "sweep", cfg_name, "--device", str(device), "--out", str(out), *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{label}: cltune sweep failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+    df = results.load(out)
+    df = df[(df["phase"] == "search")]
+    ok = results.ok_rows(df)
+    times = {}
+    samples = {}
+    for row in ok.to_dict("records"):
+        values = json.loads(row["params"])
+        key = point(values) if all(k in values for k in KNOBS) else row["key"]
+        times[key] = row["run_ms_median"]
+        samples[key] = [float(v) for v in str(row["run_ms_samples"]).split()]
+    return {"label": label, "tool": "cltune", "wall_s": wall, "points": len(df), "times": times,
+            "samples": samples, "launches": int(df["n"].sum())}
+
+
+def run_kt(label: str, device: int, env: dict, out_dir: Path, iterations: int) -> dict:
+    out = out_dir / f"{label}.json"
+    cmd = [sys.executable, __file__, "--kt-child", str(out), "--device", str(device),
+           "--iterations", str(iterations)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out_dir)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{label}: Kernel Tuner failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+    rows = json.loads(out.read_text())
+    return {"label": label, "tool": "kernel_tuner", "wall_s": wall, "points": len(rows),
+            "times": {point(r): r["ms"] for r in rows}, "samples": {point(r): r["samples"] for r in rows},
+            "launches": sum(len(r["samples"]) for r in rows)}
+
+
+def spearman(a: dict, b: dict) -> float:
+    both = pd.DataFrame({"a": pd.Series(a), "b": pd.Series(b)}).dropna()
+    return float(both["a"].rank().corr(both["b"].rank()))
+
+
+def slow_share(samples: dict) -> float:
+    launches = [(t, min(ts)) for ts in samples.values() if len(ts) > 1 for t in ts]
+    return sum(t > SLOW * fastest for t, fastest in launches) / max(len(launches), 1)
+
+
+def best(run: dict) -> tuple:
+    key = min(run["times"], key=run["times"].get)
+    return key, run["times"][key]
+
+
+def fresh_env(cache: Path) -> dict:
+    """An environment whose PoCL and pyopencl kernel caches live in `cache` (empty: a cold run)."""
+    env = dict(os.environ)
+    env["XDG_CACHE_HOME"] = str(cache)
+    env["POCL_CACHE_DIR"] = str(cache / "pocl")
+    env["CLTUNE_HOME"] = str(cache / "cltune")
+    return env
+
+
+def part1(device: int, runs: int, iterations: int, tmp: Path) -> list[dict]:
+    out = []
+    envs = {tool: fresh_env(tmp / f"cache_{tool}") for tool in ("cltune", "kernel_tuner")}
+    for i in range(runs):
+        order = ("cltune", "kernel_tuner") if i % 2 == 0 else ("kernel_tuner", "cltune")
+        for tool in order:
+            label = f"{tool}_{'cold' if i == 0 else 'warm'}{i}"
+            if tool == "cltune":
+                out.append(run_cltune(label, "kt_compare", device, envs[tool], tmp))
+            else:
+                out.append(run_kt(label, device, envs[tool], tmp, iterations))
+            print(f"  {label}: {out[-1]['wall_s']:.1f} s, {out[-1]['points']} points", flush=True)
+    return out
+
+
+def report1(done: list[dict]) -> None:
+    rows = []
+    for r in done:
+        key, ms = best(r)
+        rows.append({"run": r["label"], "wall per point ms": 1e3 * r["wall_s"] / max(r["points"], 1),
+                     "timed launches": r["launches"], f"launches > {SLOW}x fastest": f"{slow_share(r['samples']):.1%}",
+                     "best point": "/".join(map(str, key)), "best ms": ms})
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for tool in ("cltune", "kernel_tuner"):
+        mine = [r for r in done if r["tool"] == tool]
+        pairs = [(a, b) for i, a in enumerate(mine) for b in mine[i + 1:]]
+        print(f"Spearman run vs run, {tool}: " + ", ".join(
+            f"{a['label']}~{b['label']} {spearman(a['times'], b['times']):.3f}" for a, b in pairs))
+    cl_runs = [r for r in done if r["tool"] == "cltune"]
+    kt_runs = [r for r in done if r["tool"] == "kernel_tuner"]
+    warm = lambda rs: statistics.median(1e3 * r["wall_s"] / r["points"] for r in rs[1:]) if len(rs) > 1 else float("nan")  # noqa: E731
+    print(f"warm wall per point: cltune {warm(cl_runs):.1f} ms, Kernel Tuner {warm(kt_runs):.1f} ms, "
+          f"ratio {warm(cl_runs) / warm(kt_runs):.2f}")
+    groups = {tool: {best(r)[0][:3] for r in rs} for tool, rs in (("cltune", cl_runs), ("kernel_tuner", kt_runs))}
+    print(f"best knob group (MACROS/UNROLL/MATH): cltune {sorted(groups['cltune'])}, Kernel Tuner "
+          f"{sorted(groups['kernel_tuner'])}: {'same' if groups['cltune'] == groups['kernel_tuner'] else 'DIFFERENT'}")
+    tool_vs_tool = [spearman(a["times"], b["times"]) for a in cl_runs for b in kt_runs]
+    print(f"Spearman cltune vs Kernel Tuner (every pair of runs): {min(tool_vs_tool):.3f}-{max(tool_vs_tool):.3f}")
+
+
+def part2(device: int, tmp: Path) -> None:
+    env = fresh_env(tmp / "cache_repeat")
+    cfg = config.load("bench_repeat")
+    run_cltune("repeat_warmup", "bench_repeat", device, env, tmp)  # fills the kernel caches
+    done = []
+    for i in range(2):
+        for label, extra in (("adaptive", ()), ("fixed", ("--repeat", str(cfg.timing.repeat)))):
+            done.append(run_cltune(f"{label}{i}", "bench_repeat", device, env, tmp, extra))
+    rows = []
+    for r in done:
+        key, ms = best(r)
+        rows.append({"run": r["label"], "wall s": r["wall_s"], "timed launches": r["launches"],
+                     "best ms": ms, "best key": key})
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    ad = [r for r in done if r["label"].startswith("adaptive")]
+    fx = [r for r in done if r["label"].startswith("fixed")]
+    ratio = statistics.median(r["wall_s"] for r in ad) / statistics.median(r["wall_s"] for r in fx)
+    # The same best point: each adaptive run's winner, timed by the fixed runs, within 3% of theirs.
+    gaps = [f["times"].get(best(a)[0], float("inf")) / best(f)[1] for a in ad for f in fx]
+    print(f"adaptive / fixed wall: {ratio:.2f}; adaptive's winner as timed by the fixed runs: "
+          f"{min(gaps):.3f}-{max(gaps):.3f}x their best")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", type=int, default=None, help="flat device index (default: cltune's choice)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each tool in part 1 (the first cold)")
+    ap.add_argument("--iterations", type=int, default=5, help="Kernel Tuner's timed launches per point")
+    ap.add_argument("--no-adaptive-part", action="store_true", help="skip part 2")
+    ap.add_argument("--kt-child", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.kt_child:
+        kt_child(args.kt_child, args.device, args.iterations)
+        return
+    try:
+        import kernel_tuner  # noqa: F401
+    except ImportError:
+        raise SystemExit("Kernel Tuner is not installed here: pip install -e '.[peers]'") from None
+    from cltune import device as dev
+
+    _, info = dev.select(args.device)
+    print(dev.machine_line(info))
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="cltune-kt-") as tmp:
+        tmp = Path(tmp)
+        print("part 1: configs/kt_compare.toml, 48 points, each tool in a fresh process")
+        report1(part1(info.index, args.runs, args.iterations, tmp))
+        if not args.no_adaptive_part:
+            print("part 2: configs/bench_repeat.toml, adaptive repeats (default) vs a fixed --repeat")
+            part2(info.index, tmp)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The CLI's error handling: every mistake, foreseen (UserError) or not, is one line and exit 2."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+import click
+
+from .errors import UserError
+
+
+class Fail(click.ClickException):
+    exit_code = 2
+
+
+class Group(click.Group):
+    """Turns a UserError anywhere below into `Error: <one line>` and exit code 2; so too any other
+    exception (bad input cltune did not foresee), with its type, unless --debug asks for the traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except UserError as exc:
+            raise Fail(one_line(str(exc))) from None
+        except BrokenPipeError:  # `cltune show x.csv | head`: the reader left, there is no one to tell
+            _silence_stdout()
+            raise click.exceptions.Exit(1) from None
+        except OSError as exc:
+            if ctx.params.get("debug"):
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise Fail(one_line(f"{where}{exc.strerror or exc}")) from None
+        except Exception as exc:  # noqa: BLE001  (the one place that turns the unforeseen into a line)
+            if ctx.params.get("debug"):
+                raise
+            raise Fail(one_line(f"{type(exc).__name__}: {exc}") + " (cltune --debug shows the traceback)") from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail a second time."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """The first line of a message, cut to a length a terminal shows."""
+    line = (str(text).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds > 0 (click's FloatRange lets nan and inf through)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v) or v <= 0:
+            self.fail(f"expected a finite number of seconds > 0, got {value!r}", param, ctx)
+        return v

@@ -1,0 +1,78 @@
+"""What a results file holds: its schema version, its columns, and the header line that names the
+config, problem and device it was written for (so `--resume` can refuse a file of another sweep)."""
+
+from __future__ import annotations
+
+import json
+
+SCHEMA_VERSION = 2  # 1: no header line (the columns only); 2: a `#cltune-results {json}` first line
+MAGIC = "#cltune-results"
+
+STATS = ("median", "min", "max")
+TIMES = ("queue", "submit", "run", "total")
+COLUMNS = (
+    ["time", "config", "device", "platform", "driver", "target", "opencl_c", "compute_units", "max_clock_mhz",
+     "problem", "input_shape", "weight_shape", "stride", "padding", "dilation", "groups",
+     "flops", "real_flops", "min_bytes", "bytes_model", "weight_bytes", "phase", "strategy", "seq", "baseline", "family", "setting", "params",
+     "build_options",
+     "status", "error", "noisy", "max_abs_err", "build_ms", "first_launch_ms", "n", "stopped_early"]
+    + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
+    + ["run_ms_cv", "gflops", "real_gflops", "gbps", "intensity", "peak_gflops", "peak_gbps",
+       "compute_share", "roof_share", "bound", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
+       "cltune_version", "source_hash", "key"]
+    + ["worker"]  # the farm worker that measured the row; empty in a local sweep
+)
+# Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
+TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "target", "opencl_c", "problem", "input_shape",
+                "weight_shape", "stride", "padding", "dilation", "phase", "strategy", "baseline",
+                "family", "setting", "params", "build_options", "status", "error", "parts_run_ms",
+                "run_ms_samples", "cltune_version", "source_hash", "key", "bound", "worker")
+BOOL_COLUMNS = ("noisy", "stopped_early")
+# What every reader needs; a CSV without these is not a cltune results file.
+REQUIRED = ("device", "platform", "driver", "problem", "setting", "params", "status", "run_ms_median")
+
+DEVICE_FIELDS = ("name", "vendor", "platform", "platform_version", "version", "driver", "target",
+                 "opencl_c", "compute_units")
+
+
+def device_identity(info) -> dict:
+    """The device and runtime (driver and code target) a file's rows were measured on: what must
+    match to resume it."""
+    return {f: getattr(info, f) for f in DEVICE_FIELDS if hasattr(info, f)}
+
+
+def make_header(config_name: str, problem_key: str, info) -> dict:
+    from . import __version__
+
+    return {"schema": SCHEMA_VERSION, "cltune": __version__, "config": config_name,
+            "problem": problem_key, "device": device_identity(info)}
+
+
+def header_line(header: dict) -> str:
+    return f"{MAGIC} {json.dumps(header, sort_keys=True, ensure_ascii=True)}"
+
+
+def parse_header_line(line: str) -> dict:
+    """The header of a `#cltune-results {...}` line; ValueError when it is damaged."""
+    body = line[len(MAGIC):].strip()
+    try:
+        header = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"damaged results header ({exc.msg})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("device"), dict):
+        raise ValueError("damaged results header (no device)")
+    if header.get("schema") != SCHEMA_VERSION:
+        raise ValueError(f"results schema {header.get('schema')!r}, this cltune reads {SCHEMA_VERSION}")
+    return header
+
+
+def difference(held: dict, wanted: dict) -> str | None:
+    """The first way a file's header differs from this sweep's, worded, or None when it matches."""
+    for key, what in (("config", "config"), ("problem", "problem")):
+        if held.get(key) != wanted.get(key):
+            return f"it holds {what} {held.get(key)!r}, this sweep's is {wanted.get(key)!r}"
+    a, b = held.get("device", {}), wanted.get("device", {})
+    for f in sorted(set(a) & set(b)):  # a field one side lacks (an older header) is not a difference
+        if str(a[f]) != str(b[f]):
+            return f"it was measured on device {f} {a[f]!r}, this sweep's device has {b[f]!r}"
+    return None
