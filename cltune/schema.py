@@ -19,8 +19,8 @@ COLUMNS = (
     + [f"{t}_ms_{s}" for t in TIMES for s in STATS]
     + ["run_ms_cv", "gflops", "real_gflops", "gbps", "intensity", "peak_gflops", "peak_gbps",
        "compute_share", "roof_share", "bound", "parts_run_ms", "run_ms_samples", "wall_ms", "device_ms",
-       "cltune_version", "source_hash", "key"]
-    + ["worker"]  # the farm worker that measured the row; empty in a local sweep
+       "worker",  # the farm worker that measured the row; empty in a local sweep
+       "cltune_version", "source_hash", "key"]  # key last
 )
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
 TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "target", "opencl_c", "problem", "input_shape",
