@@ -41,7 +41,7 @@ def _distributed():
 
 @dataclass
 class Kind:
-    """Workers with the same device, platform, driver and compute units."""
+    """Workers whose device identity (what a results file's header holds) is the same."""
 
     key: str  # the Dask resource its workers hold
     info: object  # DeviceInfo of its first worker
