@@ -265,13 +265,19 @@ class _nothing:
         return False
 
 
-def test_farm_needs_a_reachable_scheduler_one_line():
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_farm_needs_a_reachable_scheduler_one_line(how):
+    # Also: $CLTUNE_FARM is honoured like --farm (a sweep that silently ran locally would pass here).
     from click.testing import CliRunner
 
     from cltune.cli import main
 
-    r = CliRunner().invoke(main, ["sweep", "quick", "--farm", "tcp://127.0.0.1:9"],
-                           env={"CLTUNE_FARM_CONNECT_S": "3"})
+    args, env = ["sweep", "quick"], {"CLTUNE_FARM_CONNECT_S": "2"}
+    if how == "option":
+        args += ["--farm", "tcp://127.0.0.1:9"]
+    else:
+        env["CLTUNE_FARM"] = "tcp://127.0.0.1:9"
+    r = CliRunner().invoke(main, args, env=env)
     assert r.exit_code == 2 and r.output.splitlines()[-1].startswith("Error: cannot reach the farm's scheduler")
     assert "Traceback" not in r.output
 
