@@ -9,6 +9,7 @@ import warnings
 import click
 
 from . import __version__
+from .device_values import bind_config, needs_device
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
@@ -67,15 +68,36 @@ def devices():
             click.echo(f"    {label}: {getattr(info, key)}")
 
 
+def _settings_device(spec):
+    """The DeviceInfo a config's device.* values are bound to, or None (with why) where none opens."""
+    from .device import select
+
+    try:
+        return select(spec)[1], ""
+    except (UserError, ImportError) as exc:
+        return None, str(exc)
+
+
 @main.command("settings")
 @click.argument("config", required=False)
-def settings_cmd(config):
-    """List a config's settings and their -D options (default: the study config)."""
+@device_option
+def settings_cmd(config, device):
+    """List a config's settings and their -D options, its spaces bound to the device's values."""
     from . import config as cfgmod
+    from . import device_values
     from .workloads import get_family
 
     cfg = cfgmod.load(config)
     click.echo(f"{cfg.name}: {cfg.problem.describe()}")
+    if needs_device(cfg):
+        info, why = _settings_device(device)
+        if info is None:
+            click.echo(f"device.* values left unresolved: {why}")
+            _echo_unbound(cfg)
+            return
+        cfg = bind_config(cfg, info)
+        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): "
+                   f"{device_values.describe(info)}")
     width = max([len(s.name) for s in cfg.settings] + [8])
     for s in cfg.settings:
         family = get_family(s.family)
@@ -87,6 +109,17 @@ def settings_cmd(config):
     for space in cfg.spaces:
         valid = len(space.valid_settings(cfg.problem))
         click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        for name, values in space.params:
+            click.echo(f"    {name} = {list(values)}")
+        for name, expr in space.constraints:
+            click.echo(f"    constraint {name}: {expr.text}")
+
+
+def _echo_unbound(cfg) -> None:
+    for s in cfg.settings:
+        click.echo(f"{s.name}  {s.describe()}")
+    for space in cfg.spaces:
+        click.echo(f"space {space.family}:")
         for name, values in space.params:
             click.echo(f"    {name} = {list(values)}")
         for name, expr in space.constraints:
@@ -146,6 +179,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info
+        cfg = bind_config(cfg, info)
         click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
                    f"{info.compute_units} compute units, {info.max_clock_mhz} MHz)")
         click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
@@ -288,7 +322,12 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
                         f"known: {', '.join(n for n, _, _ in cfg.layers)}")
     out = Path(out or f"results/{cfg.name}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
-    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo)
+    from . import device_values
+    from .device import select
+
+    info = select(device)[1]
+    click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): {device_values.describe(info)}")
+    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     click.echo(benchmod.format_summary(df))
