@@ -325,8 +325,11 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     from . import device_values
     from .device import select
 
+    from .hostgemm import host_cpu
+
     info = select(device)[1]
-    click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): {device_values.describe(info)}")
+    click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
+               f"{device_values.describe(info)}; host {host_cpu()}")
     df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)

@@ -55,3 +55,17 @@ def measure(seconds: float = 0.5, sizes=SIZES) -> dict:
     if got[0] is not None:
         out["torch"] = max(got)
     return out
+
+
+def host_cpu() -> str:
+    """The host CPU's model and vector extensions (Linux /proc/cpuinfo), for benchmark headers."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "")
+    flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
+    vec = [f for f in flags if f in ("sse4_2", "avx", "avx2", "fma") or f.startswith("avx512")]
+    return f"{model} ({' '.join(vec) or 'no vector flags listed'})"

@@ -30,9 +30,12 @@ def test_peak_cli_measures_plausible_figures_and_stores_them(tmp_path, monkeypat
     assert saved["gflops_kernel"] == max(f["best"] for f in saved["compute"].values())
     # the roof is at least what the host's BLAS demonstrably reaches on the same cores
     assert set(saved["host_gemm_gflops"]) >= {"numpy"}
-    assert saved["gflops"] == max([saved["gflops_kernel"], *saved["host_gemm_gflops"].values()])
+    ours = saved["builtin_best"]  # our own fastest built-in conv, bound to this device's width
+    assert ours["setting"].endswith("_cpu") and ours["gflops"] > 0.5
+    assert saved["gflops"] == max([saved["gflops_kernel"], *saved["host_gemm_gflops"].values(), ours["gflops"]])
     assert 3 <= len(saved["rounds"]) <= 6 and isinstance(saved["agreed"], bool)
     assert f"{saved['gflops']:.2f} GFLOP/s" in res.output and "host BLAS GEMM beside it" in res.output
+    assert "our best built-in beside it" in res.output
     dev = saved["device"]
     stored = peakstore.lookup(dev["name"], dev["platform"], dev["driver"])
     assert stored is not None and stored["gflops"] == saved["gflops"]
@@ -75,7 +78,8 @@ def test_a_width_the_driver_cannot_build_is_reported_and_the_others_still_count(
 
     source = peak.read_kernel("peak.cl") + "\n#if WIDTH == 2\n#error no float2 here\n#endif\n"
     monkeypatch.setattr(peak, "read_kernel", lambda name: source)
-    opts = peak.PeakOptions(repeat=2, target_ms=1.0, buffer_mib=4, widths=(1, 2), chains=(4,), host_blas=False)
+    opts = peak.PeakOptions(repeat=2, target_ms=1.0, buffer_mib=4, widths=(1, 2), chains=(4,), host_blas=False,
+                            builtins=False)
     entry = peak.measure(None, opts)
     assert list(entry["compute"]) == ["compute_v1"] and list(entry["failed"]) == ["v2"]
     assert "no float2 here" in entry["failed"]["v2"]
@@ -90,10 +94,14 @@ def test_rounds_that_disagree_are_said_to():
 
     assert _agreed([100.0, 96.0, 104.0], 3, 0.10) and not _agreed([100.0, 60.0, 100.0], 3, 0.10)
     assert not _agreed([100.0, 100.0], 3, 0.10)  # too few rounds to tell
-    e = {"device": {"name": "d", "platform": "p", "driver": "1"}, "gflops": 300.0, "gflops_kernel": 134.0,
+    # a best round the others never come near is not a peak, however well the others agree
+    assert not _agreed([200.0, 117.0, 114.0, 112.0], 3, 0.10)
+    assert _agreed([200.0, 117.0, 195.0, 112.0, 190.0], 3, 0.10)
+    e = {"device": {"name": "d", "platform": "p", "driver": "1", "type": "CPU", "compute_units": 2}, "gflops": 300.0, "gflops_kernel": 134.0,
          "compute": {"compute_v16": {"best": 134.0, "width": 16, "chains": 8}}, "rounds": [134.0, 250.0, 260.0],
          "agreed": False, "agree_within": 0.1, "spread": 0.48, "loadavg": [3.1, 2.9],
          "host_gemm_gflops": {"numpy": 300.0}, "gbps": 20.0, "buffer_mib": 64}
     text = _peak_summary(e, 10)
-    assert "WARNING: the rounds disagree by 48%" in text and "load average 3.10" in text
+    assert "WARNING: the best round was not reproduced: the rounds differ by 48%" in text
+    assert "load average 3.10" in text
     assert "numpy 300.0" in text and "0.45x of the best" in text
