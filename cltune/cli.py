@@ -324,7 +324,6 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
     from . import device_values
     from .device import select
-
     from .hostgemm import host_cpu
 
     info = select(device)[1]

@@ -11,12 +11,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from .device_values import NAMES as DEVICE_NAMES
+from .device_values import check_ref, is_ref
 from .errors import UserError
 from .paths import data_dir
 from .problem import ACTIVATIONS, Problem
 from .records import Timing
-from .device_values import NAMES as DEVICE_NAMES
-from .device_values import check_ref, is_ref
 from .space import PROBLEM_NAMES, Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .errors import UserError
-from .expr import ExprError, parse
+from .expr import parse
 
 PREFIX = "device."
 NAMES = {
@@ -163,7 +163,5 @@ def bind_config(cfg, info):
 
 
 def needs_device(cfg) -> bool:
+    """Does the config name device.* values anywhere (spaces, constraints, settings)?"""
     return any(s.device_refs for s in cfg.spaces) or any(is_ref(v) for s in cfg.settings for _, v in s.params)
-
-
-__all__ = ["NAMES", "ExprError", "bind_config", "bind_setting", "describe", "values", "register_bits"]
