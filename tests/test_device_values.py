@@ -43,6 +43,21 @@ def test_builtin_cpu_settings_follow_the_vector_width():
             bound = device_values.bind_setting(Setting.make(name, family, params), info).values
             assert bound["VW"] == vw
             get_family(family).resolve(bound)  # every bound value is one the knob accepts
+    family, params = builtin_settings()["implicit_gemm_1x1_cpu"]
+    tiles = [(b["TM"], b["TN"]) for b in (device_values.bind_setting(Setting.make("x", family, params), i).values
+                                         for i in (POCL_AVX512, POCL_AVX2))]
+    assert tiles == [(8, 16), (4, 16)]
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
+def test_every_builtin_binds_to_values_its_knobs_accept_at_any_width(width):
+    # A GPU that asks for float1 (or float2) must get runnable built-ins too, not a bind error.
+    from dataclasses import replace
+
+    gpu = replace(FAKE_INFO, preferred_vector_width_float=width)
+    for name, (family, params) in builtin_settings().items():
+        bound = device_values.bind_setting(Setting.make(name, family, params), gpu)
+        get_family(family).resolve(bound.values)
 
 
 def test_bench_suite_binds_to_different_spaces_per_device():

@@ -28,11 +28,10 @@ AT = {
                  [0, 1, -1, 8, -8, 1]], float),
 }
 NAMED = {
-    # CPU: the GEMM's columns as two vectors of the device's register width (AVX2: float8 x 2).
-    "winograd2x2": {"TILE": 2, "TM": 4, "TN": "2 * device.vector_width", "VW": "device.vector_width",
-                    "UNROLL_C": 4},
-    "winograd4x4": {"TILE": 4, "TM": 4, "TN": "2 * device.vector_width", "VW": "device.vector_width",
-                    "UNROLL_C": 4},
+    # CPU: 16 tiles per work-item in vectors of the device's register width (AVX2: 2 x float8,
+    # AVX-512: one float16).
+    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4},
+    "winograd4x4": {"TILE": 4, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4},
     "winograd4x4_mali": {"TILE": 4, "TM": 4, "TN": 4, "VW": 4, "UNROLL_C": 2},
 }
 
