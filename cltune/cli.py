@@ -9,7 +9,7 @@ import warnings
 import click
 
 from . import __version__
-from .device_values import bind_config, needs_device
+from .device_values import bind_config, describe, needs_device
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
@@ -84,7 +84,6 @@ def _settings_device(spec):
 def settings_cmd(config, device):
     """List a config's settings and their -D options, its spaces bound to the device's values."""
     from . import config as cfgmod
-    from . import device_values
     from .workloads import get_family
 
     cfg = cfgmod.load(config)
@@ -96,8 +95,7 @@ def settings_cmd(config, device):
             _echo_unbound(cfg)
             return
         cfg = bind_config(cfg, info)
-        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): "
-                   f"{device_values.describe(info)}")
+        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): {describe(info)}")
     width = max([len(s.name) for s in cfg.settings] + [8])
     for s in cfg.settings:
         family = get_family(s.family)
@@ -181,7 +179,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         info = backend.info
         cfg = bind_config(cfg, info)
         click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
-                   f"{info.compute_units} compute units, {info.max_clock_mhz} MHz)")
+                   f"{info.compute_units} compute units, {info.max_clock_mhz} MHz; {describe(info)})")
         click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
         names = [s.name for s in cfg.settings]
         width = max([len(n) for n in names] + [24])
@@ -322,13 +320,12 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
                         f"known: {', '.join(n for n, _, _ in cfg.layers)}")
     out = Path(out or f"results/{cfg.name}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
-    from . import device_values
     from .device import select
     from .hostgemm import host_cpu
 
     info = select(device)[1]
     click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
-               f"{device_values.describe(info)}; host {host_cpu()}")
+               f"{describe(info)}; host {host_cpu()}")
     df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
