@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from cltune.device_values import bind_setting, describe
+from cltune.hostgemm import host_cpu
 from cltune.measure import Runner
 from cltune.problem import Problem
 from cltune.records import Status, Timing
@@ -104,7 +106,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     problem = Problem.from_shapes(**LAYERS[args.layer])
     runner = Runner(rtol=1e-3, atol=1e-3)
-    settings = candidates(args)
+    settings = [bind_setting(s, runner.info) for s in candidates(args)]  # direct_cpu's device.* values
+    print(f"device {runner.info.index}: {runner.info.name} ({runner.info.platform}, driver "
+          f"{runner.info.driver}): {describe(runner.info)}; host {host_cpu()}")
     times: dict[str, list[float]] = {s.name: [] for s in settings}
     times["torch"] = []
     cpu: dict[str, list[float]] = {name: [] for name in times}

@@ -49,7 +49,10 @@ def _resolve_setting(setting, runner, problem):
     if not isinstance(setting, str) or setting not in named:
         raise UserError(f"unknown setting {setting!r}; built-in settings: {', '.join(named)}, "
                         "'best', or a dict of knob values with a 'family' key")
-    return (setting, *named[setting])
+    from .device_values import bind_params, values
+
+    family, params = named[setting]
+    return setting, family, bind_params(params, values(runner.info))
 
 
 def _runner(device):

@@ -165,10 +165,15 @@ def geomean(values) -> float:
 
 
 def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | None = None,
-        echo=print) -> pd.DataFrame:
+        echo=print, info=None) -> pd.DataFrame:
+    """Tune, then race; `info` (the device's DeviceInfo) binds the suite's device.* values."""
     from .measure import Runner
 
+    from .device import select
+    from .device_values import bind_config
+
     out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = bind_config(cfg, info if info is not None else select(opts.device)[1])
     layers = [(n, k, p) for n, k, p in cfg.layers if not only or n in only]
     best = {}
     for name, kind, problem in layers:

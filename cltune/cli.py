@@ -11,6 +11,7 @@ import click
 from . import __version__
 from .cli_base import Group, Seconds
 from .config import SEED_MAX
+from .device_values import bind_config, describe, needs_device
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
@@ -60,15 +61,34 @@ def devices():
             click.echo(f"    {label}: {getattr(info, key)}")
 
 
+def _settings_device(spec):
+    """The DeviceInfo a config's device.* values are bound to, or None (with why) where none opens."""
+    from .device import select
+
+    try:
+        return select(spec)[1], ""
+    except (UserError, ImportError) as exc:
+        return None, str(exc)
+
+
 @main.command("settings")
 @click.argument("config", required=False)
-def settings_cmd(config):
-    """List a config's settings and their -D options (default: the study config)."""
+@device_option
+def settings_cmd(config, device):
+    """List a config's settings and their -D options, its spaces bound to the device's values."""
     from . import config as cfgmod
     from .workloads import get_family
 
     cfg = cfgmod.load(config)
     click.echo(f"{cfg.name}: {cfg.problem.describe()}")
+    if needs_device(cfg):
+        info, why = _settings_device(device)
+        if info is None:
+            click.echo(f"device.* values left unresolved: {why}")
+            _echo_unbound(cfg)
+            return
+        cfg = bind_config(cfg, info)
+        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): {describe(info)}")
     width = max([len(s.name) for s in cfg.settings] + [8])
     for s in cfg.settings:
         family = get_family(s.family)
@@ -85,6 +105,17 @@ def settings_cmd(config):
             passed = space.sampled_pass(cfg.problem, SAMPLE)
             click.echo(f"space {space.family}: {space.size} points (too many to list), "
                        f"{passed} of {SAMPLE} sampled pass the constraints")
+        for name, values in space.params:
+            click.echo(f"    {name} = {list(values)}")
+        for name, expr in space.constraints:
+            click.echo(f"    constraint {name}: {expr.text}")
+
+
+def _echo_unbound(cfg) -> None:
+    for s in cfg.settings:
+        click.echo(f"{s.name}  {s.describe()}")
+    for space in cfg.spaces:
+        click.echo(f"space {space.family}:")
         for name, values in space.params:
             click.echo(f"    {name} = {list(values)}")
         for name, expr in space.constraints:
@@ -155,8 +186,9 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info
+        cfg = bind_config(cfg, info)
         click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
-                   f"{info.compute_units} compute units, {info.max_clock_mhz} MHz)")
+                   f"{info.compute_units} compute units, {info.max_clock_mhz} MHz; {describe(info)})")
         click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
         names = [s.name for s in cfg.settings]
         width = max([len(n) for n in names] + [24])
@@ -304,7 +336,13 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
                         f"known: {', '.join(n for n, _, _ in cfg.layers)}")
     out = Path(out or f"results/{slug(cfg.name)}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
-    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo)
+    from .device import select
+    from .hostgemm import host_cpu
+
+    info = select(device)[1]
+    click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
+               f"{describe(info)}; host {host_cpu()}")
+    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     click.echo(benchmod.format_summary(df))

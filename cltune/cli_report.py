@@ -27,6 +27,40 @@ def _peaks(peaks_file):
     return peakstore.load_file(peaks_file) if peaks_file else None
 
 
+def _peak_summary(entry: dict, repeat: int) -> str:
+    """The roof, how it was reached, whether its rounds agree, and what BLAS does beside it."""
+    dev, comp = entry["device"], entry["compute"]
+    best = max(comp.values(), key=lambda v: v["best"])
+    rounds = ", ".join(f"{v:.1f}" for v in entry["rounds"])
+    lines = [f"device: {dev['name']} ({dev['platform']}, driver {dev['driver']}); host {entry.get('host_cpu', '?')}",
+             f"FMA chains: {entry['gflops_kernel']:.2f} GFLOP/s FP32 (float{best['width']}, "
+             f"{best['chains']} chains, best of {repeat} launches); round peaks {rounds}"]
+    load = f"load average {entry['loadavg'][0]:.2f} -> {entry['loadavg'][-1]:.2f}"
+    if entry["agreed"]:
+        lines.append(f"  the best round was reproduced within {entry['agree_within']:.0%} "
+                     f"(spread {entry['spread']:.1%}; {load})")
+    else:
+        lines.append(f"  WARNING: the best round was not reproduced: the rounds differ by {entry['spread']:.0%} "
+                     f"(more than {entry['agree_within']:.0%}): the machine is busy ({load}); measure "
+                     "again on a quiet machine")
+    cores = entry["device"].get("compute_units") or 1
+    if entry["agreed"] and "CPU" in str(entry["device"].get("type", "")) and entry["loadavg"][0] > cores / 2:
+        lines.append(f"  WARNING: other work ran on these {cores} cores ({load}): rounds can agree on a "
+                     "shared figure")
+    host = entry.get("host_gemm_gflops") or {}
+    if host:
+        blas = ", ".join(f"{k} {v:.1f}" for k, v in host.items())
+        lines.append(f"host BLAS GEMM beside it (same cores): {blas} GFLOP/s; the FMA chains reach "
+                     f"{entry['gflops_kernel'] / max(host.values()):.2f}x of the best")
+    ours = entry.get("builtin_best") or {}
+    if ours:
+        lines.append(f"our best built-in beside it: {ours['setting']} {ours['gflops']:.1f} GFLOP/s on "
+                     f"{ours['layer']}")
+    lines.append(f"peak compute (roof): {entry['gflops']:.2f} GFLOP/s FP32   peak bandwidth: "
+                 f"{entry['gbps']:.2f} GB/s   (buffer {entry['buffer_mib']:.0f} MiB)")
+    return "\n".join(lines)
+
+
 @main.command()
 @device_option
 @click.option("--repeat", type=click.IntRange(min=1), default=10, show_default=True,
@@ -35,9 +69,14 @@ def _peaks(peaks_file):
               help="Compute kernels: loop count doubled until one launch takes this long.")
 @click.option("--buffer-mib", type=click.IntRange(min=1), default=64, show_default=True,
               help="Bandwidth kernels: buffer size (pick it well above the last-level cache).")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Compute rounds whose peaks must agree within 10% (up to twice as many are run).")
+@click.option("--no-beside", is_flag=True,
+              help="Skip what runs beside the peak: the host's BLAS GEMM (numpy, torch) on a CPU device "
+                   "and our built-in settings on a GEMM-shaped layer.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Also write the figures to this JSON file.")
-def peak(device, repeat, target_ms, buffer_mib, out):
+def peak(device, repeat, target_ms, buffer_mib, rounds, no_beside, out):
     """Measure the device's peak FP32 GFLOP/s and memory GB/s, and store them for the roofline."""
     from . import peak as peakmod
     from . import peakstore
@@ -45,16 +84,14 @@ def peak(device, repeat, target_ms, buffer_mib, out):
     def on_result(width, comp, bws):
         bw = ", ".join(f"{name.rsplit('_v', 1)[0].replace('_', ' ')} {v['best']:.1f}"
                        for name, v in bws.items())
-        click.echo(f"float{width:<2}  {comp['best']:8.1f} GFLOP/s (median {comp['median']:8.1f})  |  GB/s: {bw}")
+        click.echo(f"float{width:<2}  {comp['best']:8.1f} GFLOP/s ({comp['chains']:2d} chains)  |  GB/s: {bw}")
 
-    opts = peakmod.PeakOptions(repeat=repeat, target_ms=target_ms, buffer_mib=buffer_mib)
+    opts = peakmod.PeakOptions(repeat=repeat, target_ms=target_ms, buffer_mib=buffer_mib, rounds=rounds,
+                               host_blas=not no_beside, builtins=not no_beside)
     entry = peakmod.measure(device, opts, on_result)
     for width, error in entry["failed"].items():
         click.echo(f"float{width[1:]:<2}  failed: {error}")
-    dev = entry["device"]
-    click.echo(f"device: {dev['name']} ({dev['platform']}, driver {dev['driver']})")
-    click.echo(f"peak compute: {entry['gflops']:.2f} GFLOP/s FP32   peak bandwidth: {entry['gbps']:.2f} GB/s"
-               f"   (best of {repeat} launches, buffer {entry['buffer_mib']:.0f} MiB)")
+    click.echo(_peak_summary(entry, repeat))
     click.echo(f"stored in {peakstore.save(entry)}")
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)

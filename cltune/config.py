@@ -12,6 +12,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from .device_values import NAMES as DEVICE_NAMES
+from .device_values import check_ref, is_ref
 from .errors import UserError
 from .paths import data_dir
 from .problem import ACTIVATIONS, Problem
@@ -257,9 +259,13 @@ def _settings(c: _Checker, data: dict) -> list[Setting]:
             c.fail(f"{where}family", str(exc))
         params = c.get(entry, "params", dict, where, {}, expected="a table of parameter values")
         try:
-            family.resolve(params)
+            family.resolve({k: v for k, v in params.items() if not is_ref(v)})
+            for v in filter(is_ref, params.values()):
+                check_ref(v)
         except UserError as exc:
             c.fail(f"{where}params", str(exc))
+        except ValueError as exc:  # ExprError: a device expression that does not parse
+            c.fail(f"{where}params", f"{exc} in a device.* value")
         out.append(Setting.make(name, family_name, params))
     return out
 
@@ -281,19 +287,9 @@ def _spaces(c: _Checker, data: dict, problem, whole: bool = True) -> list[Space]
             c.fail(f"{where}family", str(exc))
         table = c.get(entry, "params", dict, where, _REQUIRED, lambda v: len(v) > 0,
                       "a non-empty table of parameter value lists")
-        params = []
-        for key, values in table.items():
-            if not isinstance(values, list) or not values:
-                c.fail(f"{where}params.{key}", f"expected a non-empty list of values, got {values!r}")
-            if len(set(map(repr, values))) != len(values):
-                c.fail(f"{where}params.{key}", f"expected distinct values, got {values!r}")
-            for v in values:
-                try:
-                    family.resolve({key: v})
-                except UserError as exc:
-                    c.fail(f"{where}params.{key}", str(exc))
-            params.append((key, tuple(values)))
-        known = set(table) | set(PROBLEM_NAMES)
+        params = [(key, _space_values(c, family, f"{where}params.{key}", key, values))
+                  for key, values in table.items()]
+        known = set(table) | set(PROBLEM_NAMES) | set(DEVICE_NAMES)
         constraints = []
         for cname, text in c.get(entry, "constraints", dict, where, {}, expected="a table of named expressions").items():
             if not isinstance(text, str):
@@ -303,7 +299,8 @@ def _spaces(c: _Checker, data: dict, problem, whole: bool = True) -> list[Space]
             except ExprError as exc:
                 c.fail(f"{where}constraints.{cname}", f"{exc} in {text!r}")
         out.append(Space(family_name, tuple(params), tuple(constraints)))
-        _check_constraints(c, where, out[-1], problem, whole)
+        if not out[-1].device_refs:  # else checked when bound to a device
+            _check_constraints(c, where, out[-1], problem, whole)
     return out
 
 
@@ -327,3 +324,27 @@ def _check_constraints(c: _Checker, where: str, space: Space, problem, whole: bo
         point = " ".join(f"{k}={v}" for k, v in first[0].items())
         warnings.warn(f"{c.path}: {where}constraints: {first[1]} at {point} ({errors} of the {n} points "
                       "checked fail to evaluate; they are skipped)", ConstraintWarning, stacklevel=2)
+
+
+def _space_values(c: _Checker, family, where: str, key: str, values) -> tuple:
+    """A knob's value list: explicit values, expressions over device.* values among them, or one
+    device value naming a whole list (`VEC = "device.vector_widths"`), resolved when bound."""
+    from .expr import ExprError
+
+    if is_ref(values):
+        values = [values]
+    if not isinstance(values, list) or not values:
+        c.fail(where, f"expected a non-empty list of values or a device.* value, got {values!r}")
+    if len(set(map(repr, values))) != len(values):
+        c.fail(where, f"expected distinct values, got {values!r}")
+    for v in values:
+        try:
+            if is_ref(v):
+                check_ref(v)
+            else:
+                family.resolve({key: v})
+        except ExprError as exc:
+            c.fail(where, f"{exc} in {v!r}")
+        except UserError as exc:
+            c.fail(where, str(exc))
+    return tuple(values)

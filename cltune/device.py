@@ -98,22 +98,10 @@ def describe(index: int, platform: cl.Platform, device: cl.Device) -> DeviceInfo
 def machine_line(info: DeviceInfo) -> str:
     """What a benchmark's output names: the host CPU and its vector extensions, and the OpenCL
     device, runtime and code target it ran on."""
-    import platform as host
+    from .hostgemm import host_cpu
 
-    cpu, flags = host.processor() or host.machine(), set()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name") and cpu in ("", host.machine()):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith(("flags", "Features")):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    vector = sorted(f for f in flags if f.startswith(("avx", "fma", "neon", "asimd", "sve")))
-    return (f"host: {cpu} [{' '.join(vector) or 'no vector flags read'}]; OpenCL: [{info.index}] "
-            f"{info.name} ({info.platform}, driver {info.driver}" + (f", target {info.target}" if info.target
-                                                                      else "") + ")")
+    return (f"host: {host_cpu()}; OpenCL: [{info.index}] {info.name} ({info.platform}, driver "
+            f"{info.driver}" + (f", target {info.target}" if info.target else "") + ")")
 
 
 def runtime_target(version: str) -> str:

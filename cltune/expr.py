@@ -10,6 +10,7 @@ Grammar (lowest precedence first):
     term   := unary (("*" | "/" | "%") unary)*
     unary  := "-" unary | atom
     atom   := NUMBER | 'STRING' | "STRING" | NAME | "(" expr ")"
+    NAME   := identifier | "device." identifier    (a device's values: see device_values.py)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-TOKEN = re.compile(r"""\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+)|(?P<str>'[^']*'|"[^"]*")|(?P<name>[A-Za-z_]\w*)
+TOKEN = re.compile(r"""\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+)|(?P<str>'[^']*'|"[^"]*")|(?P<name>device\.[A-Za-z_]\w*|[A-Za-z_]\w*)
                        |(?P<op>==|!=|<=|>=|[-+*/%<>()]))""", re.VERBOSE)
 KEYWORDS = {"and", "or", "not"}
 BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,

@@ -12,6 +12,7 @@ import pyopencl as cl
 
 from . import device as dev
 from .build import Builder, first_error_line
+from .device_values import bind_setting
 from .errors import UserError
 from .problem import Problem, reference_conv2d
 from .records import Measurement, Round, Status, Timing
@@ -103,6 +104,7 @@ class Runner:
     # Preparing a setting -------------------------------------------------------------------------
     def _prepare(self, problem: Problem, setting: Setting) -> Prepared:
         """Everything before the first launch; a failure comes back as a finished Measurement."""
+        setting = bind_setting(setting, self.info)  # a built-in setting's device.* values
         family = get_family(setting.family)
         p = family.resolve(setting.values)
         options = family.options(problem, p)
@@ -134,6 +136,7 @@ class Runner:
         if not self.prebuild:
             return
         for s in settings:
+            s = bind_setting(s, self.info)
             family = get_family(s.family)
             p = family.resolve(s.values)
             if family.reject_reason(problem, p, self.info) is None:

@@ -63,8 +63,29 @@ class Space:
     """A family's tunable parameters (explicit value lists) and named constraints between them."""
 
     family: str
-    params: tuple  # ((name, (value, ...)), ...) in config order
+    params: tuple  # ((name, (value, ...)), ...) in config order; a value may name device.* values
     constraints: tuple = ()  # ((name, Expr), ...)
+    device_env: tuple = ()  # the device.* values it was bound with: ((name, value), ...)
+
+    @property
+    def device_refs(self) -> bool:
+        """Does it take values from a device it has not been bound to yet?"""
+        from .device_values import is_ref
+
+        if self.device_env:
+            return False
+        return (any(is_ref(v) for _, values in self.params for v in values)
+                or any(n.startswith("device.") for _, e in self.constraints for n in e.names))
+
+    def bind(self, env: dict) -> "Space":
+        """This space on one device: value lists expanded, constraints evaluated with env."""
+        from .device_values import expand
+
+        if self.device_env:
+            return self
+        params = tuple((name, expand(values, env)) for name, values in self.params)
+        frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in env.items()))
+        return Space(self.family, params, self.constraints, frozen)
 
     @property
     def size(self) -> int:
@@ -78,6 +99,8 @@ class Space:
 
     def reject_reason(self, values: dict, problem, device=None) -> str | None:
         """The first named constraint or device limit this point breaks, or None."""
+        if self.device_refs:
+            raise ValueError(f"space {self.family} takes device.* values: bind it to a device first")
         reason = self.constraint_reason(values, problem)[0] or device_limit_reason(values, device)
         if reason is None:
             from .workloads import get_family
@@ -88,7 +111,7 @@ class Space:
 
     def constraint_reason(self, values: dict, problem) -> tuple[str | None, bool]:
         """(the first named constraint this point breaks or None, whether it failed to evaluate)."""
-        env = {**problem_env(problem), **values}
+        env = {**problem_env(problem), **dict(self.device_env), **values}
         for name, expr in self.constraints:
             try:
                 ok = expr(env)

@@ -132,11 +132,13 @@ def _identity(info, problem):
 
 def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     from . import peakstore
+    from .device_values import bind_config
 
     info, problem = backend.info, cfg.problem
     refusal = problem.size_refusal(info)  # before any file is written
     if refusal:
         raise UserError(refusal)
+    cfg = bind_config(cfg, info)  # device.* values in its spaces and built-in settings
     peaks = peakstore.lookup(info.name, info.platform, info.driver)
     path = Path(opts.resume or opts.out or default_path(cfg, info))
     ident = _identity(info, problem)

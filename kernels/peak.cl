@@ -1,8 +1,9 @@
 // Peak FP32 throughput and memory bandwidth probes for `cltune peak` (in the spirit of clpeak).
-// One source per vector WIDTH (1, 2, 4, 8, 16); CHAINS independent multiply-add chains per
-// work-item give a CPU the instruction-level parallelism that a GPU gets from its many threads.
+// One source per vector WIDTH (1, 2, 4, 8, 16) and CHAINS (independent multiply-add chains per
+// work-item, any count >= 1): a CPU needs latency x FMA pipes chains of its register width in flight
+// (Zen 4: 4 x 2 = 8), which a GPU gets from its many threads instead.
 // The multiply-add is written as an expression (built with -cl-mad-enable), not as mad()/fma():
-// PoCL 3.0 compiles those builtins to calls.
+// PoCL 3.0 compiles those builtins to calls, and its LLVM 14 aborts on fma() of a float16.
 
 #ifndef WIDTH
 #define WIDTH 4
@@ -19,35 +20,22 @@
 #define VTYPE CAT(float, WIDTH)
 #endif
 
-#define MAD(a) a = a * m + k
-#if CHAINS == 4
-#define STEP MAD(a0); MAD(a1); MAD(a2); MAD(a3);
-#define SUM (a0 + a1 + a2 + a3)
-#elif CHAINS == 8
-#define STEP MAD(a0); MAD(a1); MAD(a2); MAD(a3); MAD(a4); MAD(a5); MAD(a6); MAD(a7);
-#define SUM (a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)
-#else
-#error "CHAINS must be 4 or 8"
-#endif
-#define STEP4 STEP STEP STEP STEP
-#define STEP16 STEP4 STEP4 STEP4 STEP4
-
 // Each work-item: iters * 16 * CHAINS multiply-adds on VTYPE = 2 * WIDTH flops each.
 __kernel void peak_compute(__global VTYPE *out, const float mul, const float add, const int iters)
 {
     const VTYPE m = (VTYPE)(mul);
     const VTYPE k = (VTYPE)(add);
     const float seed = (float)get_global_id(0) * 1e-7f;
-    VTYPE a0 = (VTYPE)(seed), a1 = (VTYPE)(seed + 1.0f), a2 = (VTYPE)(seed + 2.0f);
-    VTYPE a3 = (VTYPE)(seed + 3.0f);
-#if CHAINS == 8
-    VTYPE a4 = (VTYPE)(seed + 4.0f), a5 = (VTYPE)(seed + 5.0f), a6 = (VTYPE)(seed + 6.0f);
-    VTYPE a7 = (VTYPE)(seed + 7.0f);
-#endif
+    VTYPE a[CHAINS];
+    _Pragma("unroll") for (int c = 0; c < CHAINS; c++) a[c] = (VTYPE)(seed + (float)c);
     for (int i = 0; i < iters; i++) {
-        STEP16
+        _Pragma("unroll") for (int s = 0; s < 16; s++) {
+            _Pragma("unroll") for (int c = 0; c < CHAINS; c++) a[c] = a[c] * m + k;
+        }
     }
-    out[get_global_id(0)] = SUM;  // stored, so the compiler cannot drop the chains
+    VTYPE sum = a[0];
+    _Pragma("unroll") for (int c = 1; c < CHAINS; c++) sum += a[c];
+    out[get_global_id(0)] = sum;  // stored, so the compiler cannot drop the chains
 }
 
 // Streaming copy: one vector per work-item, no loop (PoCL vectorizes across work-items).

@@ -41,6 +41,11 @@
 #define LANES (int8)(0, 1, 2, 3, 4, 5, 6, 7)
 #define GATHER(p, i) \
     (float8)((p)[(i).s0], (p)[(i).s1], (p)[(i).s2], (p)[(i).s3], (p)[(i).s4], (p)[(i).s5], (p)[(i).s6], (p)[(i).s7])
+#elif VW == 16
+#define LANES (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define GATHER(p, i) (float16)(                                                                    \
+    (p)[(i).s0], (p)[(i).s1], (p)[(i).s2], (p)[(i).s3], (p)[(i).s4], (p)[(i).s5], (p)[(i).s6], (p)[(i).s7], \
+    (p)[(i).s8], (p)[(i).s9], (p)[(i).sa], (p)[(i).sb], (p)[(i).sc], (p)[(i).sd], (p)[(i).se], (p)[(i).sf])
 #endif
 
 // The 1D transforms, on elements s apart (s = 1: a row; s = ALPHA: a column); each lane of a VT

@@ -53,3 +53,19 @@ def runner(device):
     from cltune.measure import Runner
 
     return Runner(device.index, rtol=1e-4, atol=1e-4)
+
+
+def float16_broken(info) -> bool:
+    """The pyopencl wheel's PoCL 3.0 (LLVM 14) cannot compile float16 vectors for an AVX2 target:
+    a plain vload16/mad/vstore16 kernel aborts with "LLVM ERROR: Do not know how to scalarize this
+    operator's operand!", GEMM tiles at VW=16 compute wrong values and Winograd's kernel is missing.
+    cltune binds float8 there (device.vector_width), and a sweep records such settings as rows."""
+    from cltune.device_values import register_bits
+
+    return info.driver.startswith("3.0") and "pocl" in info.version.lower() and register_bits(info) < 512
+
+
+def skip_wide_vectors(runner, values: dict) -> None:
+    """Skip a float16 setting on a runtime that cannot compile float16 (see float16_broken)."""
+    if max(values.get("VW", 1), values.get("VEC", 1)) >= 16 and float16_broken(runner.info):
+        pytest.skip("float16 vectors on PoCL 3.0's AVX2 target: LLVM 14 aborts or miscompiles")

@@ -1,6 +1,6 @@
 """A fake measuring backend: deterministic costs from the knob values, no device, milliseconds."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cltune.device import DeviceInfo
 from cltune.records import Measurement, Round, Status
@@ -11,6 +11,19 @@ FAKE_INFO = DeviceInfo(
     max_clock_mhz=800, global_mem_bytes=1 << 30, max_alloc_bytes=1 << 28, local_mem_bytes=32768,
     local_mem_type="GLOBAL", max_work_group_size=256, max_work_item_sizes=(256, 256, 256),
     preferred_vector_width_float=4, native_vector_width_float=4, profiling_resolution_ns=1000)
+
+# The two PoCL runtimes of one Zen 4 machine: both report a preferred float width of 16, the
+# HSTR in CL_DEVICE_VERSION tells AVX-512 code from AVX2 code.
+POCL_AVX512 = replace(FAKE_INFO, name="pthread-skylake-avx512-AMD EPYC", type="ALL | CPU",
+                      platform="Portable Computing Language", driver="3.1+debian", compute_units=2,
+                      version="OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512",
+                      target="pthread-x86_64-pc-linux-gnu-skylake-avx512",
+                      max_work_group_size=4096, max_work_item_sizes=(4096, 4096, 4096),
+                      preferred_vector_width_float=16, native_vector_width_float=16)
+POCL_AVX2 = replace(POCL_AVX512, name="pthread-AMD EPYC", driver="3.0-rc2",
+                    version="OpenCL 3.0 PoCL HSTR: pthread-x86_64-unknown-linux-gnu-znver3",
+                    target="pthread-x86_64-unknown-linux-gnu-znver3")
+MALI_T860 = replace(FAKE_INFO, name="Mali-T860", vendor="ARM", preferred_vector_width_float=4)
 
 
 def fake_cost(values: dict) -> float:

@@ -22,7 +22,11 @@ CASES = [
 
 def accepts(setting: str, case: dict) -> bool:
     """Whether the setting's family can run the case (its check() finds no reason to refuse)."""
+    from cltune.api import _runner
+    from cltune.device_values import bind_params, values
+
     family, params = builtin_settings()[setting]
+    params = bind_params(params, values(_runner(None).info))  # as the API binds a built-in
     fam = get_family(family)
     x = case["x"] if len(case["x"]) == 4 else (1,) + case["x"]
     problem = Problem.from_shapes(x, case["w"], case["stride"], case["padding"], case["dilation"],

@@ -2,17 +2,20 @@
 
 import pytest
 
-from cltune import config
+from cltune import config, device_values
 from cltune.paths import data_dir
+from tests.fakes import MALI_T860, POCL_AVX2, POCL_AVX512
 
 CONFIGS = sorted(p.stem for p in data_dir("configs").glob("*.toml"))
 
 
+@pytest.mark.parametrize("info", [POCL_AVX512, POCL_AVX2, MALI_T860], ids=["avx512", "avx2", "mali"])
 @pytest.mark.parametrize("name", CONFIGS)
-def test_bundled_config_loads_and_its_spaces_are_not_empty(name):
-    # A knob renamed in a family, or a constraint that rules out everything, would rot a config.
-    cfg = config.load(name)
+def test_bundled_config_loads_and_its_spaces_are_not_empty(name, info):
+    # A knob renamed in a family, or a constraint that rules out everything on some device's
+    # vector width, would rot a config.
+    cfg = device_values.bind_config(config.load(name), info)
     problems = [p for _, _, p in cfg.layers] or [cfg.problem]
     for space in cfg.spaces:
-        assert any(space.valid_settings(p) for p in problems), f"{name}: space {space.family} is empty"
+        assert any(space.valid_settings(p, info) for p in problems), f"{name}: space {space.family} is empty"
     assert cfg.settings or cfg.spaces

@@ -9,6 +9,7 @@ from cltune.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, pack_weights, source_dims
 
+from .fakes import MALI_T860, POCL_AVX2, POCL_AVX512
 from .shapes import ALL_SHAPES, SHAPES, shape_id
 
 QUICK = Timing(warmup=0, repeat=1)
@@ -31,6 +32,9 @@ COMBOS = {
                                UNROLL_C=8),
     "vec8_linear_zeropad_kcrs": dict(BLOCK_K=24, BLOCK_W=2, VEC=8, WEIGHTS="kcrs",
                                      PIXELS="linear", PADDING="zeropad", LWS_X=4),
+    # AVX-512's register: 3 float16 weight vectors x a 2x2 tile, packed, split interior/border
+    "vec16_tile_split_packed": dict(BLOCK_K=48, BLOCK_W=2, BLOCK_H=2, VEC=16, PADDING="split",
+                                    LOAD="vload"),
 }
 
 
@@ -91,7 +95,7 @@ PROBLEM = Problem.from_shapes(**SHAPES[0])
     (dict(BLOCK_K=6, VEC=4), "multiple of VEC"),
     (dict(BLOCK_K=0), "must be >= 1"),
     (dict(BLOCK_W=0), "must be >= 1"),
-    (dict(BLOCK_K=32, BLOCK_W=4, BLOCK_H=4, VEC=8), "accumulators"),
+    (dict(BLOCK_K=64, BLOCK_W=4, BLOCK_H=4, VEC=16), "accumulators"),  # 1024 floats > 512
     (dict(PIXELS="linear", BLOCK_H=2), "BLOCK_H must be 1"),
     (dict(LOAD="vload", WEIGHTS="kcrs"), "gathers"),
     (dict(LOAD="vload", VEC=1, BLOCK_K=4), "no vload1"),
@@ -119,11 +123,15 @@ def test_check_rejects_groups_and_the_runner_records_invalid(runner):
 
 def test_named_settings_pass_check_on_every_test_shape():
     # tests/test_api.py runs every named setting: none may be refused on a small shape.
+    from cltune.device_values import bind_params, values
+
     family = get_family("direct")
     for shape in ALL_SHAPES:
         problem = Problem.from_shapes(**shape)
         for name, params in NAMED.items():
-            assert family.check(problem, family.resolve(params), None) is None, (name, shape)
+            for info in (POCL_AVX512, POCL_AVX2, MALI_T860):  # every width a built-in binds to
+                bound = family.resolve(bind_params(params, values(info)))
+                assert family.check(problem, bound, None) is None, (name, shape, info.name)
 
 
 def test_study_config_settings_are_the_builtins():
@@ -138,34 +146,42 @@ def test_study_config_settings_are_the_builtins():
         assert (s.family, s.values) == builtin[s.name]
 
 
+def _study_config(info):
+    from cltune import config
+    from cltune.device_values import bind_config
+
+    return bind_config(config.load("direct_study"), info)
+
+
+@pytest.mark.parametrize("info", [POCL_AVX512, POCL_AVX2], ids=["avx512", "avx2"])
 @pytest.mark.parametrize("pool", [1, 2], ids=["conv", "conv_relu_pool"])
 @pytest.mark.parametrize("shape", [None, SHAPES[0], SHAPES[3]], ids=["study", "small", "1x1"])
-def test_study_space_constraints_reject_every_combination_check_rejects(shape, pool):
+def test_study_space_constraints_reject_every_combination_check_rejects(shape, pool, info):
     # A point the constraints let through must be runnable, or the search spends its budget on
     # `invalid` rows; with a fused 2x2 max-pool that includes odd and linear blocks.
     from dataclasses import replace
 
-    from cltune import config
     from cltune.space import problem_env
 
-    cfg = config.load("direct_study")
+    cfg = _study_config(info)
     problem = cfg.problem if shape is None else Problem.from_shapes(**shape)
     problem = replace(problem, activation="relu" if pool == 2 else "none", pool=pool)
     space, family = cfg.spaces[0], get_family("direct")
-    env = problem_env(problem)
+    env = {**problem_env(problem), **dict(space.device_env)}
     for values in space.points():  # the constraints alone: Space.reject_reason also runs check()
         if all(expr({**env, **values}) for _, expr in space.constraints):
             assert family.reject_reason(problem, family.resolve(values), None) is None, values
 
 
-def test_study_space_has_no_dead_constraint():
+@pytest.mark.parametrize("info", [POCL_AVX512, POCL_AVX2], ids=["avx512", "avx2"])
+def test_study_space_has_no_dead_constraint(info):
     # A constraint that rejects nothing (on the study layer or a small shape) is a wrong comment.
-    from cltune import config
     from cltune.space import problem_env
 
-    cfg = config.load("direct_study")
+    cfg = _study_config(info)
     space = cfg.spaces[0]
     pooled = Problem.from_shapes(**SHAPES[0], activation="relu", pool=2)
-    envs = [problem_env(p) for p in (cfg.problem, Problem.from_shapes(**SHAPES[0]), pooled)]
+    envs = [{**problem_env(p), **dict(space.device_env)}
+            for p in (cfg.problem, Problem.from_shapes(**SHAPES[0]), pooled)]
     for name, expr in space.constraints:
         assert any(not expr({**env, **values}) for env in envs for values in space.points()), name

@@ -9,6 +9,8 @@ from cltune.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, n_blocks, source_dims
 
+from .fakes import POCL_AVX2, POCL_AVX512
+
 QUICK = Timing(warmup=0, repeat=1)
 SHAPES = {
     # batch 2, conv output 9x7 (floor mode drops a row and a column), 13x3x3 taps: sums reach past
@@ -101,21 +103,23 @@ def test_pooled_grid_covers_the_floored_output_and_the_padded_source_its_tiles()
     assert (src_h, src_w, off_h, off_w) == (11, 10, 0, 0)  # 9 + 2 padding rows; 8 + 2 columns
 
 
-def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer():
+@pytest.mark.parametrize("info", [POCL_AVX512, POCL_AVX2], ids=["avx512", "avx2"])
+def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer(info):
     # The suite measures fusion: a point that cannot fuse the pool would be skipped by the tuner
     # and the race would compare nothing, so every point must run fully fused on every layer.
     from cltune import config
+    from cltune.device_values import bind_config
     from cltune.space import problem_env
     from cltune.workloads import epilogue
 
-    cfg = config.load("bench_fusion")
+    cfg = bind_config(config.load("bench_fusion"), info)
     assert {s.family for s in cfg.spaces} == {"conv2d", "direct", "im2col_gemm", "implicit_gemm"}
     for name, _, problem in cfg.layers:
         assert problem.epilogue == ("bias", "act", "pool"), name
         for space in cfg.spaces:
             family = get_family(space.family)
             valid = space.valid_settings(problem)
-            env = problem_env(problem)
+            env = {**problem_env(problem), **dict(space.device_env)}
             allowed = [v for v in space.points() if all(e({**env, **v}) for _, e in space.constraints)]
             assert valid and len(valid) == len(allowed), (name, space.family)  # none refused by check
             for s in valid:

@@ -65,3 +65,14 @@ def test_arithmetic_agrees_with_python(text, a, b):
             parse(text)(env)
         return
     assert parse(text)(env) == want
+
+
+def test_device_values_are_names_and_nothing_else_may_be_dotted():
+    # device.* values read like attributes but are plain names looked up in the environment.
+    e = parse("TM * TN <= (device.vector_registers - 4) * VW", {"TM", "TN", "VW", "device.vector_registers"})
+    assert e.names == {"TM", "TN", "VW", "device.vector_registers"}
+    assert e({"TM": 32, "TN": 6, "VW": 16, "device.vector_registers": 32})
+    assert not e({"TM": 32, "TN": 6, "VW": 8, "device.vector_registers": 16})
+    for text in ("A.__class__", "device.vector_width.real", "x.device"):
+        with pytest.raises(ExprError):
+            parse(text)

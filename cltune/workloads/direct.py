@@ -14,7 +14,7 @@ import numpy as np
 
 from . import Family, Launch, Param, global_size, local_size, register, round_up, scratch
 
-MAX_ACCUMULATORS = 256  # floats per work-item: beyond this a block cannot live in registers anywhere
+MAX_ACCUMULATORS = 512  # floats per work-item: beyond AVX-512's 32 x 16 no register file holds a block
 INDEX_LIMIT = 1 << 31  # the kernel indexes with int
 WEIGHT_CODES = {"kcrs": 0, "packed": 1}
 LOAD_CODES = {"ptr": 0, "vload": 1}
@@ -24,14 +24,17 @@ PIXEL_CODES = {"tile": 0, "linear": 1}
 ORDER_CODES = {"pixels": 0, "channels": 1}
 
 NAMED = {
-    # PoCL on an AVX2 CPU: 2 float8 weight vectors x 6 pixels = 12 accumulators (+2 weights +1
-    # input) in the 16 ymm registers; linear pixel blocks waste no lanes on narrow outputs.
-    "direct_cpu": {"BLOCK_K": 16, "BLOCK_W": 6, "BLOCK_H": 1, "VEC": 8, "WEIGHTS": "packed",
+    # A CPU: 2 weight vectors of the register's width x 6 pixels = 12 accumulators (+2 weights +1
+    # input): 16 ymm registers on AVX2 (float8), zmm on AVX-512 (float16); linear pixel blocks
+    # waste no lanes on narrow outputs.
+    "direct_cpu": {"BLOCK_K": "2 * device.vector_width", "BLOCK_W": 6, "BLOCK_H": 1,
+                   "VEC": "device.vector_width", "WEIGHTS": "packed",
                    "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "linear",
                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2},
     # Linear pixel blocks cannot pool in registers: FUSE=2 runs a 2x2 max-pool as its own kernel.
     # direct_pool: 2x2 pixel tiles that can (the winner of most bench_fusion layers on PoCL).
-    "direct_pool": {"BLOCK_K": 16, "BLOCK_W": 2, "BLOCK_H": 2, "VEC": 8, "WEIGHTS": "packed",
+    "direct_pool": {"BLOCK_K": "2 * device.vector_width", "BLOCK_W": 2, "BLOCK_H": 2,
+                    "VEC": "device.vector_width", "WEIGHTS": "packed",
                     "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "tile",
                     "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 3},
     # Mali T860 (Midgard): 128-bit float4 vectors, 8 channels (2 float4) x 4 pixels as TVM's

@@ -23,11 +23,11 @@ LAYOUTS = {"oihw": 0, "transposed": 1, "blocked": 2}
 MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 
 COMMON_PARAMS = (
-    Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), 16,
+    Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48), 16,
           "register tile rows: output channels per work-item (a multiple of VW)"),
     Param("TN", (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32), 6,
           "register tile columns: output pixels per work-item"),
-    Param("VW", (1, 2, 4, 8), 8, "vector width"),
+    Param("VW", (1, 2, 4, 8, 16), 8, "vector width"),
     Param("VEC_DIM", ("k", "p"), "k",
           "vectors along the output channels (k: TM % VW == 0, B values broadcast) or the pixels "
           "(p: TN % VW == 0, weights broadcast, B rows and outputs read and written as vectors)"),
@@ -186,7 +186,10 @@ IM2COL_PARAMS = COMMON_PARAMS + (
 # NHWC copy of the input so the channel loop walks memory in order (large input planes gain most).
 # The 6-pixel CPU tile holds no whole 2x2 windows: on a pooled layer it fuses bias and activation
 # (FUSE=2) and runs the pool as a separate kernel; tiles of 4, 8, 16 ... pixels fuse the pool too.
-CPU_TILE = {"TM": 16, "TN": 6, "VW": 8, "WLAYOUT": "blocked", "LWS_X": 4, "LWS_Y": 4}
+# CPU: two vectors of the device's register width (AVX2 float8, AVX-512 float16) x 6 pixels: 12
+# accumulators, within 16 registers and half of AVX-512's 32.
+CPU_TILE = {"TM": "2 * device.vector_width", "TN": 6, "VW": "device.vector_width",
+            "WLAYOUT": "blocked", "LWS_X": 4, "LWS_Y": 4}
 MALI_TILE = {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"}
 FUSE_NO_POOL = {"FUSE": 2}
 
@@ -220,7 +223,10 @@ register(ImplicitGemmFamily(
     named={
         "implicit_gemm_cpu": dict(CPU_TILE, **FUSE_NO_POOL),
         "implicit_gemm_nhwc_cpu": dict(CPU_TILE, IN_LAYOUT="nhwc", **FUSE_NO_POOL),
-        "implicit_gemm_1x1_cpu": dict(CPU_TILE, TM=4, TN=16, VEC_DIM="p", ORDER="kp"),
+        # 16 pixels (a 64-byte line of each input row) x a quarter of the vector registers' count
+        # in channels: AVX2 4 x 2 float8, AVX-512 8 x 1 float16 (each the faster on PoCL)
+        "implicit_gemm_1x1_cpu": dict(CPU_TILE, TM="device.vector_registers / 4", TN=16, VEC_DIM="p",
+                                      ORDER="kp"),
         "implicit_gemm_mali": dict(MALI_TILE),
     },
 ))

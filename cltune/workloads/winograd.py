@@ -28,8 +28,10 @@ AT = {
                  [0, 1, -1, 8, -8, 1]], float),
 }
 NAMED = {
-    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 16, "VW": 8, "UNROLL_C": 4},
-    "winograd4x4": {"TILE": 4, "TM": 4, "TN": 16, "VW": 8, "UNROLL_C": 4},
+    # CPU: 16 tiles per work-item in vectors of the device's register width (AVX2: 2 x float8,
+    # AVX-512: one float16).
+    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4},
+    "winograd4x4": {"TILE": 4, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4},
     "winograd4x4_mali": {"TILE": 4, "TM": 4, "TN": 4, "VW": 4, "UNROLL_C": 2},
 }
 
@@ -162,7 +164,7 @@ register(WinogradFamily(
         Param("TILE", (2, 4), 2, "outputs per tile side: F(2x2,3x3) or F(4x4,3x3)"),
         Param("TM", (1, 2, 4, 8), 4, "GEMM register tile: output channels per work-item"),
         Param("TN", (4, 8, 16, 32), 8, "GEMM register tile: tiles (columns) per work-item"),
-        Param("VW", (1, 2, 4, 8), 4,
+        Param("VW", (1, 2, 4, 8, 16), 4,
               "vector width along the tiles: GEMM columns, and tiles per transform work-item (divides TN)"),
         Param("UNROLL_C", (1, 2, 4, 8), 1, "#pragma unroll count of the GEMM's channel loop"),
         Param("LOCAL", (0, 1), 0, "1: U and V staged in local memory, TC channels at a time"),

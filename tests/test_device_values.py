@@ -1,0 +1,170 @@
+"""device.* values: spaces, constraints and built-in CPU settings derived from the device (fakes, no
+OpenCL), so a config tuned on one machine does not carry that machine's vector width to another."""
+
+import pytest
+
+from tests.conftest import skip_wide_vectors
+from click.testing import CliRunner
+
+from cltune import config, device_values
+from cltune.cli import main
+from cltune.errors import UserError
+from cltune.space import Setting
+from cltune.workloads import builtin_settings, get_family
+from tests.fakes import FAKE_INFO, MALI_T860, POCL_AVX2, POCL_AVX512
+
+
+def test_register_width_comes_from_the_target_not_the_preferred_width():
+    # Both PoCL runtimes report a preferred float width of 16; only one emits AVX-512 code.
+    assert POCL_AVX512.preferred_vector_width_float == POCL_AVX2.preferred_vector_width_float == 16
+    v512, v256 = device_values.values(POCL_AVX512), device_values.values(POCL_AVX2)
+    assert (v512["device.vector_width"], v512["device.vector_registers"]) == (16, 32)
+    assert (v256["device.vector_width"], v256["device.vector_registers"]) == (8, 16)
+    assert device_values.values(MALI_T860)["device.vector_width"] == 4
+    assert device_values.values(FAKE_INFO)["device.vector_width"] == 4  # a GPU: its preferred width
+    assert v512["device.vector_widths"] == [8, 16] and v256["device.vector_widths"] == [4, 8]
+
+
+def test_the_runtime_target_field_decides_the_register_width():
+    # A runtime whose name says nothing: the target recorded by device discovery decides.
+    from dataclasses import replace
+
+    info = replace(POCL_AVX2, name="pthread-AMD EPYC", version="OpenCL 3.0 PoCL",
+                   target="pthread-x86_64-unknown-linux-gnu-znver4")
+    assert device_values.register_bits(info) == 512
+
+
+def test_builtin_cpu_settings_follow_the_vector_width():
+    """The bug: direct_cpu / *_gemm_cpu were float8 everywhere, AVX2 choices on an AVX-512 device."""
+    family, params = builtin_settings()["direct_cpu"]
+    s = Setting.make("direct_cpu", family, params)
+    wide, narrow = (device_values.bind_setting(s, i).values for i in (POCL_AVX512, POCL_AVX2))
+    assert (wide["VEC"], wide["BLOCK_K"]) == (16, 32) and (narrow["VEC"], narrow["BLOCK_K"]) == (8, 16)
+    for name in ("implicit_gemm_cpu", "im2col_gemm_cpu", "implicit_gemm_1x1_cpu", "winograd4x4"):
+        family, params = builtin_settings()[name]
+        for info, vw in ((POCL_AVX512, 16), (POCL_AVX2, 8)):
+            bound = device_values.bind_setting(Setting.make(name, family, params), info).values
+            assert bound["VW"] == vw
+            get_family(family).resolve(bound)  # every bound value is one the knob accepts
+    family, params = builtin_settings()["implicit_gemm_1x1_cpu"]
+    tiles = [(b["TM"], b["TN"]) for b in (device_values.bind_setting(Setting.make("x", family, params), i).values
+                                         for i in (POCL_AVX512, POCL_AVX2))]
+    assert tiles == [(8, 16), (4, 16)]
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
+def test_every_builtin_binds_to_values_its_knobs_accept_at_any_width(width):
+    # A GPU that asks for float1 (or float2) must get runnable built-ins too, not a bind error.
+    from dataclasses import replace
+
+    gpu = replace(FAKE_INFO, preferred_vector_width_float=width)
+    for name, (family, params) in builtin_settings().items():
+        bound = device_values.bind_setting(Setting.make(name, family, params), gpu)
+        get_family(family).resolve(bound.values)
+
+
+def test_bench_suite_binds_to_different_spaces_per_device():
+    cfg = config.load("bench_suite")
+    assert device_values.needs_device(cfg)
+    wide = device_values.bind_config(cfg, POCL_AVX512)
+    narrow = device_values.bind_config(cfg, POCL_AVX2)
+    vw = {s.family: dict(s.params).get("VW", dict(s.params).get("VEC")) for s in wide.spaces}
+    assert set(vw.values()) == {(16,)}
+    assert {dict(s.params).get("VW", dict(s.params).get("VEC")) for s in narrow.spaces} == {(8,)}
+    direct = {s.family: s for s in wide.spaces}["direct"]
+    assert dict(direct.params)["BLOCK_K"] == (16, 32, 48)
+    layer = cfg.layers[-1][2]  # mobilenet_pw_1024
+    # AVX-512's 32 registers admit tiles that 16 do not
+    big = {"BLOCK_K": 48, "BLOCK_W": 6, "BLOCK_H": 1, "VEC": 16, "WEIGHTS": "packed",
+           "PADDING": "zeropad", "PIXELS": "linear"}
+    assert direct.reject_reason(big, layer) is None
+    narrow_direct = {s.family: s for s in narrow.spaces}["direct"]
+    assert "fits_registers" in narrow_direct.reject_reason({**big, "BLOCK_K": 24, "VEC": 8}, layer)
+    assert device_values.bind_config(wide, POCL_AVX2) == wide  # binding twice is a no-op
+
+
+def test_an_unbound_space_refuses_to_enumerate():
+    space = config.load("bench_suite").spaces[0]
+    with pytest.raises(ValueError, match="bind it to a device"):
+        space.valid_settings(config.load("bench_suite").problem)
+
+
+def _toml(tmp_path, params: str, constraints: str = "") -> str:
+    path = tmp_path / "c.toml"
+    path.write_text(f"""[problem]
+input = [1, 16, 8, 8]
+weight = [32, 16, 3, 3]
+padding = 1
+[[space]]
+family = "direct"
+[space.params]
+{params}
+[space.constraints]
+{constraints}
+""")
+    return str(path)
+
+
+def test_config_errors_name_the_key(tmp_path):
+    with pytest.raises(UserError, match=r"space\[0\]\.params\.VEC: unknown name\(s\) device\.nope"):
+        config.load(_toml(tmp_path, 'VEC = ["device.nope"]'))
+    with pytest.raises(UserError, match=r"constraints\.c: unknown name\(s\) device\.bogus"):
+        config.load(_toml(tmp_path, "VEC = [4]", 'c = "VEC <= device.bogus"'))
+
+
+def test_a_bound_value_the_knob_refuses_is_one_line(tmp_path):
+    cfg = config.load(_toml(tmp_path, 'VEC = ["4 * device.vector_width"]'))  # 64 lanes on AVX-512
+    with pytest.raises(UserError, match="VEC"):
+        device_values.bind_config(cfg, POCL_AVX512)
+
+
+def test_settings_command_lists_different_spaces_on_two_devices(monkeypatch):
+    import cltune.device
+
+    out = {}
+    for info in (POCL_AVX512, POCL_AVX2):
+        monkeypatch.setattr(cltune.device, "select", lambda spec, info=info: (None, info))
+        res = CliRunner().invoke(main, ["settings", "bench_suite"])
+        assert res.exit_code == 0, res.output
+        out[info.name] = res.output
+    wide, narrow = out[POCL_AVX512.name], out[POCL_AVX2.name]
+    assert "512-bit vectors (16 floats) x 32 registers" in wide
+    assert "VW = [16]" in wide and "VEC = [16]" in wide and "-DVEC=16" in wide
+    assert "VW = [8]" in narrow and "VEC = [8]" in narrow and "-DVEC=8" in narrow
+    spaces = lambda text: [line for line in text.splitlines() if line.startswith("space ")]  # noqa: E731
+    assert spaces(wide) != spaces(narrow)
+
+
+def test_settings_command_without_a_device_shows_the_references(monkeypatch):
+    import cltune.device
+
+    def no_device(spec):
+        raise UserError("no OpenCL platform found")
+    monkeypatch.setattr(cltune.device, "select", no_device)
+    res = CliRunner().invoke(main, ["settings", "bench_suite"])
+    assert res.exit_code == 0, res.output
+    assert "device.* values left unresolved: no OpenCL platform found" in res.output
+    assert "VEC = ['device.vector_width']" in res.output
+
+
+@pytest.mark.parametrize("info", [POCL_AVX512, POCL_AVX2], ids=["float16", "float8"])
+def test_builtin_cpu_settings_at_either_width_match_the_reference(runner, info):
+    """Whatever device runs the tests, the built-ins as an AVX-512 and an AVX2 device bind them
+    (float16 and float8 register tiles) compute the float64 reference's answer."""
+    from cltune.problem import Problem
+    from cltune.records import Status, Timing
+
+    if device_values.register_bits(info) == 512:
+        skip_wide_vectors(runner, {"VW": 16})  # float16 tiles on a runtime that cannot compile them
+
+    problem = Problem.from_shapes((1, 19, 9, 11), (37, 19, 3, 3), 1, 1)  # ragged against 16 and 32
+    pointwise = Problem.from_shapes((1, 40, 7, 9), (36, 40, 1, 1))
+    for name, (family, params) in builtin_settings().items():
+        if not any(device_values.is_ref(v) for v in params.values()):
+            continue
+        setting = device_values.bind_setting(Setting.make(name, family, params), info)
+        for p in (problem, pointwise):
+            if get_family(family).reject_reason(p, get_family(family).resolve(setting.values), None):
+                continue  # winograd: 3x3 stride 1 only
+            m = runner.measure(p, setting, Timing(warmup=0, repeat=1))
+            assert m.status == Status.OK, f"{name} {setting.values}: {m.status} {m.error}"
