@@ -4,7 +4,8 @@ Each worker is a `local:N` Dask worker whose PoCL uses one thread (POCL_MAX_PTHR
 two workers on a 2-core machine should measure close to twice as many settings per second. The
 kernel cache is off (POCL_KERNEL_CACHE=0), so every round builds its kernels as the first did;
 rounds alternate 1 2, 2 1, 1 2 ... so drift on a shared machine hits both alike. The time counted is
-the sweep's (settings, search, no re-ranking), not the cluster's start.
+the sweep's (settings, search, no re-ranking), not the cluster's start. A control at the end
+runs two plain local sweeps at once, without Dask: on a shared machine, the ceiling for two workers.
 
     python benchmarks/farm_speedup.py [--config tune_small] [--rounds 3] [--min-time-ms 20]
 """
@@ -44,6 +45,31 @@ def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, floa
     return len(res.rows) / seconds, len(res.rows), kind.describe(), dict(sorted(spread.items())), cpu / seconds
 
 
+def ceiling(cfg, out_dir: Path) -> float:
+    """Settings per second of two plain local sweeps (no Dask) of the same space at once, each in
+    its own measuring process: what this machine gives two single-thread workers right now."""
+    import threading
+
+    opts = [tune.Options(out=out_dir / f"plain{i}.csv", rerank=0, strategy="exhaustive", budget=10**6)
+            for i in range(2)]
+    backends = [tune.open_backend(cfg, o) for o in opts]  # devices opened before the clock starts
+    counts = [0, 0]
+
+    def one(i):
+        counts[i] = len(tune.run(cfg, opts[i], backend=backends[i]).rows)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    for b in backends:
+        b.close()
+    return sum(counts) / seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="tune_small")
@@ -65,6 +91,7 @@ def main() -> None:
                 rates[n].append(rate)
                 print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s, "
                       f"per worker {spread}, client and scheduler {client:.0%} of a core", flush=True)
+        plain = ceiling(cfg, Path(tmp))
     load = os.getloadavg()
     print(f"\nspace: {cfg.name}, {count} settings a sweep (exhaustive, no re-ranking), "
           f"min_time_ms {cfg.timing.min_time_ms:g}")
@@ -75,6 +102,8 @@ def main() -> None:
     for n, med in ((1, one), (2, two)):
         print(f"{n:>8} {med:>20.2f} {' '.join(f'{v:.2f}' for v in rates[n]):>30}")
     print(f"two workers / one: {two / one:.2f}x")
+    print(f"control, no Dask: two plain local sweeps at once, {plain:.2f} settings/s in all: "
+          f"{plain / one:.2f}x one farm worker (what the machine's free cores allow now)")
 
 
 if __name__ == "__main__":
