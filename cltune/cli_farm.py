@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import click
 
@@ -35,7 +36,8 @@ def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
                         "(cltune worker SCHEDULER --device D)")
     width = max([len(s.name) for s in cfg.settings] + [24])
     click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
-    phase = [None]
+    phase: dict = {}  # per device kind: kinds are tuned at once, their rows interleave
+    lock = threading.Lock()
 
     def on_kind(kind, kind_opts):
         if kind_opts is None:
@@ -43,24 +45,37 @@ def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
                        "(each kind has its own file; resume each)")
             return
         click.echo(f"device kind: {kind.describe()} on {len(kind.workers)} worker(s): {', '.join(kind.workers)}")
-        click.echo(f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians) worker")
-        phase[0] = "search"
+
+    heading = [f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
+               f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians) [worker]"]
 
     def on_row(row):
-        if row["phase"] != phase[0]:
-            phase[0] = row["phase"]
-            click.echo(f"-- {phase[0]}: the best settings again, measured interleaved on one worker --")
-        click.echo(f"{line(row, width)}  [{row['worker']}]")
+        kind = (row["device"], row["driver"], row["compute_units"])
+        with lock:
+            if heading:
+                click.echo(heading.pop())
+            if row["phase"] != phase.setdefault(kind, "search"):
+                phase[kind] = row["phase"]
+                click.echo(f"-- {row['phase']} of {row['device']} ({row['compute_units']} CUs): the best "
+                           "settings again, measured interleaved on one worker --")
+            click.echo(f"{line(row, width)}  [{row['worker']}]")
 
-    failed = []
+    failed, errors = [], []
     for res in farm.sweep(cfg, opts, spec, on_row, on_kind):
+        if isinstance(res, Exception):
+            if not isinstance(res, UserError):
+                raise res
+            errors.append(f"{res.kind.describe()}: {res}")
+            continue
+        click.echo(f"{res.kind.describe()}:")
         if res.rerank_worker:
-            click.echo(f"re-ranked on worker {res.rerank_worker} ({res.kind.describe()})")
+            click.echo(f"re-ranked on worker {res.rerank_worker}")
         print_outcome(res, cfg)
         reason = tune.failure(res, cfg.baseline)
         if reason:
             failed.append(f"{res.kind.describe()}: {reason}")
+    if errors:  # a kind that could not go on (its boards gone, the scheduler lost): exit 2, as alone
+        raise UserError("; ".join(errors))
     if failed:
         click.echo(f"Error: nothing measured: {'; '.join(failed)}", err=True)
         sys.exit(1)

@@ -159,27 +159,60 @@ def farm_spec(option: str | None) -> str | None:
 
 def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
           on_kind: Callable[[Kind, object], None] = lambda kind, opts: None, grace_s: float = GRACE_S) -> list:
-    """Tune cfg on every device kind of the farm, one kind after another, each into its own results
-    file (a file holds one device's rows); returns one tune.Result per kind tuned, with its `kind`
-    and `rerank_worker` set. `on_kind(kind, None)` tells of a kind left out of a resume."""
-    from . import tune
-    from .farm_backend import FarmBackend
-
+    """Tune cfg on every device kind of the farm at once (each kind on its own boards, in a thread
+    of its own), each into its own results file (a file holds one device's rows). Returns, per kind
+    tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
+    kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
     farm = Farm(spec, opts.device)
     try:
-        out = []
+        todo = []
         for kind in farm.kinds:
             kind_opts = kind_options(cfg, opts, kind, len(farm.kinds))
             on_kind(kind, kind_opts)
-            if kind_opts is None:
-                continue
-            backend = FarmBackend(farm, kind, cfg, opts, grace_s)
-            res = tune.run(cfg, kind_opts, on_row, backend=backend)
-            res.kind, res.rerank_worker = kind, backend.rerank_worker
-            out.append(res)
-        return out
+            if kind_opts is not None:
+                todo.append((kind, kind_opts))
+        if len(todo) == 1:
+            return [_tune_kind(farm, cfg, opts, *todo[0], on_row, grace_s)]
+        return _in_threads(lambda kind, kind_opts: _tune_kind(farm, cfg, opts, kind, kind_opts, on_row, grace_s),
+                           todo)
     finally:
         farm.close()
+
+
+def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: float):
+    from . import tune
+    from .farm_backend import FarmBackend
+
+    backend = FarmBackend(farm, kind, cfg, opts, grace_s)
+    res = tune.run(cfg, kind_opts, on_row, backend=backend)
+    res.kind, res.rerank_worker = kind, backend.rerank_worker
+    return res
+
+
+def _in_threads(fn, todo: list) -> list:
+    """fn(kind, opts) for every kind at once; a kind's exception is its result, the others go on."""
+    import threading
+
+    out: list = [None] * len(todo)
+    lock = threading.Lock()
+
+    def one(i, kind, kind_opts):
+        try:
+            res = fn(kind, kind_opts)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller with its kind
+            exc.kind = kind
+            res = exc
+        with lock:
+            out[i] = res
+
+    threads = [threading.Thread(target=one, args=(i, *job), daemon=True, name=f"cltune-{job[0].key}")
+               for i, job in enumerate(todo)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)  # in slices: Ctrl-C still reaches this thread
+    return out
 
 
 def kind_options(cfg, opts, kind: Kind, kinds: int):
