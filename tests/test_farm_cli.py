@@ -135,3 +135,27 @@ def test_a_lost_scheduler_is_one_line_and_the_rows_are_kept(scheduler, tmp_path)
     assert proc.returncode == 2, text
     assert text.splitlines()[-1].startswith("Error: lost the farm's scheduler"), text
     assert len(results.load(out)) >= 3
+
+
+def test_a_kind_whose_boards_are_gone_stops_alone_and_the_other_kind_finishes(scheduler, tmp_path):
+    # Bug guarded: kinds tuned at once, one kind's FarmError taking the other kind's sweep with it.
+    address, procs = scheduler
+    board_a = worker(address, procs, "board-a", 1)
+    worker(address, procs, "board-b", 2)
+    out = tmp_path / "mixed.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", slow_config(tmp_path), "--strategy",
+                             "exhaustive", "--budget", "8", "--rerank", "0", "--out", str(out), "--farm", address],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "CLTUNE_FARM_GRACE_S": "3"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and ",board-a," not in "".join(
+            f.read_text() for f in tmp_path.glob("mixed-*.csv")):
+        time.sleep(0.05)
+    stop(board_a)
+    text, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 2, text
+    last = text.splitlines()[-1]
+    assert last.startswith("Error: ") and "1 CUs" in last and "no worker of kind" in last, last
+    finished = [results.load(f) for f in tmp_path.glob("mixed-*.csv")]
+    b = [df for df in finished if set(df["worker"]) == {"board-b"}]
+    assert len(b) == 1 and len(b[0]) == 9 and set(b[0]["status"]) == {"ok"}  # board-b's kind finished
