@@ -151,3 +151,17 @@ def test_resume_with_another_network_and_a_missing_budget_are_one_line(tmp_path)
         netrun.run(other, netrun.NetOptions(resume=tmp_path / "r", budget=5), backend=NetFake())
     with pytest.raises(UserError, match="already holds a network run"):
         netrun.run(small_net(), netrun.NetOptions(out=tmp_path / "r", budget=5), backend=NetFake())
+
+
+def test_report_of_a_network_run_shows_its_tasks(tmp_path):
+    """Guards against `cltune report network.csv` reading the summary as a results file (an error)."""
+    from click.testing import CliRunner
+
+    from cltune.cli import main
+
+    opts = netrun.NetOptions(out=tmp_path / "run", budget=12, rounds=0, best_db=tmp_path / "b.json")
+    res = netrun.run(small_net(), opts, echo=lambda line: None, backend=NetFake())
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "run" / "network.csv")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "run" / "network.report.html").read_text()
+    assert all(name in page for name in res.summary["task"]) and "5 conv layers" in page
