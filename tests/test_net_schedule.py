@@ -165,3 +165,23 @@ def test_report_of_a_network_run_shows_its_tasks(tmp_path):
     assert result.exit_code == 0, result.output
     page = (tmp_path / "run" / "network.report.html").read_text()
     assert all(name in page for name in res.summary["task"]) and "5 conv layers" in page
+
+
+def test_time_limit_stops_the_search_but_never_the_builtins():
+    """Guards against a network left without a figure for some task when the time runs out early,
+    and against a time limit that is not enforced on the search."""
+    def run(seconds):
+        now = [0.0]
+        states = states_for({"a": (1, conv(16, 16)), "b": (1, conv(32, 8))}, n_own=30)
+        for st in states:
+            st.builtins = st.order[:3]
+
+        def cost(st, s, up, phase):
+            now[0] += 1.0  # each measurement takes a second
+            return 1.0
+
+        Scheduler(states, cost, Budget(seconds=seconds), clock=lambda: now[0]).run()
+        return [len(st.tried) for st in states]
+
+    assert run(3.0) == [3, 3]  # the six built-ins, though they took six seconds
+    assert sum(run(10.0)) == 10

@@ -134,8 +134,9 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         def on_trial(st, setting, phase):
             cost = st.tried[setting.key]
             shown = f"{cost:.3f} ms" if cost is not None else "failed"
+            total = network_ms(states)
             echo(f"[{sched.spent}] {st.task.name} {phase} {setting.name}: {shown} "
-                 f"(network {network_ms(states):.3f} ms)")
+                 + (f"(network {total:.3f} ms)" if total == total else "(network: tasks without a figure yet)"))
 
         sched = Scheduler(states, evaluate, Budget(opts.budget, opts.time_limit_s), opts.policy,
                           opts.transfer, on_trial=on_trial)
