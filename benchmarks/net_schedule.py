@@ -19,9 +19,10 @@ import statistics
 import pandas as pd
 
 from cltune import config, tune
-from cltune.net.schedule import Scheduler, TaskState, network_ms, own_order
+from cltune.net.run import task_state
+from cltune.net.schedule import Scheduler, network_ms
 from cltune.net.tables import load
-from cltune.net.tasks import builtins, make_tasks, space_settings
+from cltune.net.tasks import make_tasks
 from cltune.records import Status
 from cltune.sweep import Budget
 
@@ -55,12 +56,10 @@ def main():
             memo[key] = statistics.median(r.run_ms for r in m.rounds) if ok else None
         return memo[key]
 
-    spaces = {t.name: space_settings(t.problem, cfg.spaces, info) for t in tasks}
     try:
         for name in [n for n in COMBOS if args.all or n in ("gradient+transfer", "round-robin")]:
             policy, transfer = COMBOS[name]
-            states = [TaskState(t, builtins(t.problem, info), own_order(spaces[t.name], args.seed, i))
-                      for i, t in enumerate(tasks)]
+            states = [task_state(t, i, cfg.spaces, info, args.seed) for i, t in enumerate(tasks)]
             n_builtin = sum(len(s.builtins) for s in states)
             curve = []
             sched = Scheduler(states, evaluate, Budget(settings=n_builtin + points[-1]), policy, transfer,

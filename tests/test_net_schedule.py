@@ -185,3 +185,24 @@ def test_time_limit_stops_the_search_but_never_the_builtins():
 
     assert run(3.0) == [3, 3]  # the six built-ins, though they took six seconds
     assert sum(run(10.0)) == 10
+
+
+def test_the_search_steps_one_knob_away_from_the_best_setting_first():
+    """Guards against a search that only draws random points: the built-ins are good, and random
+    points of a wide space rarely beat them; the next trial should change one knob of the best."""
+    from cltune import config
+    from cltune.net.run import task_state
+    from cltune.net.schedule import neighbours
+    from cltune.workloads import builtin_settings
+    from tests.fakes import FAKE_INFO
+
+    spaces = config.load("net_spaces").spaces
+    p = conv(64, 28)
+    best = Setting.make("direct_mali", *builtin_settings()["direct_mali"])
+    near = neighbours(best, spaces, p, FAKE_INFO)
+    assert near and all(sum(a != b for a, b in zip(
+        [n.values.get(k) for k in sorted(set(n.values) | set(best.values))],
+        [best.values.get(k) for k in sorted(set(n.values) | set(best.values))])) == 1 for n in near)
+    st = task_state(make_tasks(Network("n", (Layer("a", p),)))[0], 0, spaces, FAKE_INFO, 0)
+    st.add(best, 1.0)
+    assert st.next_own()[0].key in {n.key for n in near}

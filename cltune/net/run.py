@@ -22,9 +22,9 @@ from .. import config as cfgmod
 from .. import results, tune
 from ..errors import UserError
 from ..sweep import Budget, Sweep
-from .schedule import Scheduler, TaskState, network_ms, own_order
+from .schedule import Scheduler, TaskState, neighbours, network_ms, own_order
 from .tables import Network
-from .tasks import builtins, default_setting, make_tasks, space_settings
+from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
 
 
 @dataclass
@@ -118,8 +118,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
             resumed = tune._resumed(path)[0] if opts.resume else {}
             sink = stack.enter_context(results.ResultsFile(path))
             sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
-            states.append(TaskState(task, builtins(task.problem, info),
-                                    own_order(space_settings(task.problem, cfg.spaces, info), seed, i)))
+            states.append(task_state(task, i, cfg.spaces, info, seed))
         n_builtin = sum(len(s.builtins) for s in states)
         echo(f"{net.name}: {len(net.layers)} conv layers, {len(tasks)} tasks; {n_builtin} built-in settings "
              f"first, then {opts.policy}{' with transfer' if opts.transfer else ''} within "
@@ -145,6 +144,21 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     summary.to_csv(run_dir / "network.csv", index=False)
     _fill_db(run_dir, tasks, opts, echo)
     return NetResult(run_dir, tasks, states, summary, measured=counter["measured"])
+
+
+def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
+    """A task's scheduler state: its built-ins, its own seeded order of the spaces' points, its
+    local steps (one knob away from its best), and transfer allowed for any setting whose family
+    accepts it on the device."""
+    p, cache = task.problem, {}
+
+    def near(setting):
+        if setting.key not in cache:
+            cache[setting.key] = neighbours(setting, spaces, p, device, seed)
+        return cache[setting.key]
+
+    return TaskState(task, builtins(p, device), own_order(space_settings(p, spaces, device), seed, index),
+                     neighbours=near, allows=lambda setting: accepts(setting, p, device))
 
 
 def _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter) -> Sweep:

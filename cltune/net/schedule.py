@@ -36,9 +36,16 @@ class TaskState:
     settings: dict = field(default_factory=dict)  # Setting.key -> Setting
     history: list = field(default_factory=list)  # best cost after each trial (inf before the first ok)
     cursor: int = 0
+    # The settings one knob away from a setting that this task may run (the spaces' other values for
+    # each knob, constraints and device limits applied): where the search goes from its best so far.
+    neighbours: Callable[[Setting], list] = lambda setting: []
+    # Whether this task may run a setting another task found (transfer); default: a point of its own.
+    allows: Callable[[Setting], bool] | None = None
 
     def __post_init__(self):
         self.valid = {s.key for s in self.order} | {s.key for s in self.builtins}
+        if self.allows is None:
+            self.allows = lambda setting: setting.key in self.valid
 
     @property
     def best(self) -> float | None:
@@ -60,10 +67,19 @@ class TaskState:
         best = self.best
         self.history.append(math.inf if best is None else best)
 
-    def next_own(self) -> Setting | None:
+    def next_own(self) -> tuple[Setting, list] | None:
+        """An untried neighbour of the best setting so far (a local step), else the next point of
+        its own seeded order (a random one); with the settings likely to follow."""
+        best = self.best_setting
+        if best is not None:
+            near = [n for n in self.neighbours(best) if n.key not in self.tried]
+            if near:
+                return near[0], near[1:4]
         while self.cursor < len(self.order) and self.order[self.cursor].key in self.tried:
             self.cursor += 1
-        return self.order[self.cursor] if self.cursor < len(self.order) else None
+        if self.cursor >= len(self.order):
+            return None
+        return self.order[self.cursor], self.order[self.cursor + 1:self.cursor + 5]
 
 
 def distance(a, b) -> float | None:
@@ -90,7 +106,7 @@ def transfer_candidates(target: TaskState, states: list[TaskState]) -> list[Sett
     out, seen = [], set()
     for _, _, src in sorted(near, key=lambda t: t[:2])[:TRANSFER_SOURCES]:
         for setting in src.top(TRANSFER_PER_SOURCE):
-            if setting.key in target.valid and setting.key not in target.tried and setting.key not in seen:
+            if setting.key not in target.tried and setting.key not in seen and target.allows(setting):
                 seen.add(setting.key)
                 out.append(setting)
     return out
@@ -150,7 +166,7 @@ class Scheduler:
             if moved:
                 return moved[0], moved[1:4], "transfer"
         own = st.next_own()
-        return None if own is None else (own, st.order[st.cursor + 1:st.cursor + 5], "search")
+        return None if own is None else (*own, "search")
 
     def _trial(self, st: TaskState, setting: Setting, upcoming, phase: str) -> None:
         st.add(setting, self.evaluate(st, setting, list(upcoming), phase))
@@ -179,3 +195,25 @@ def own_order(settings: list[Setting], seed: int, task_index: int) -> list[Setti
     order = list(settings)
     random.Random(seed * 1_000_003 + task_index).shuffle(order)
     return order
+
+
+def neighbours(setting: Setting, spaces, problem, device, seed: int = 0) -> list[Setting]:
+    """The settings one knob away: each knob that a space of the setting's family lists, set to each
+    of its other values; those the space's constraints, the family or the device refuse are left
+    out. Seeded order, so the local search does not always turn the same knob first."""
+    from ..workloads import get_family
+
+    out, seen = [], {setting.key}
+    full = get_family(setting.family).resolve(setting.values)  # constraints may name a defaulted knob
+    for space in spaces:
+        if space.family != setting.family:
+            continue
+        for name, values in space.params:
+            for v in values:
+                cand = space.setting({**setting.values, name: v})
+                if cand.key in seen or space.reject_reason({**full, name: v}, problem, device) is not None:
+                    continue
+                seen.add(cand.key)
+                out.append(cand)
+    random.Random(f"{seed}:{setting.key}").shuffle(out)
+    return out
