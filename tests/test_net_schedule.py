@@ -206,3 +206,15 @@ def test_the_search_steps_one_knob_away_from_the_best_setting_first():
     st = task_state(make_tasks(Network("n", (Layer("a", p),)))[0], 0, spaces, FAKE_INFO, 0)
     st.add(best, 1.0)
     assert st.next_own()[0].key in {n.key for n in near}
+
+
+def test_a_setting_that_spells_out_a_default_is_not_measured_again():
+    """Guards against measuring one kernel twice: implicit_gemm_cpu leaves VEC_DIM at its default "k",
+    a space point one knob away spells it out."""
+    from cltune.net.schedule import ident
+    from cltune.workloads import builtin_settings
+
+    family, params = builtin_settings()["implicit_gemm_cpu"]
+    spelled = Setting.make("spelled", family, {**params, "VEC_DIM": "k"})
+    assert spelled.key != Setting.make("b", family, params).key
+    assert ident(spelled) == ident(Setting.make("b", family, params))

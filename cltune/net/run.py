@@ -22,7 +22,7 @@ from .. import config as cfgmod
 from .. import results, tune
 from ..errors import UserError
 from ..sweep import Budget, Sweep
-from .schedule import Scheduler, TaskState, neighbours, network_ms, own_order
+from .schedule import Scheduler, TaskState, ident, neighbours, network_ms, own_order
 from .tables import Network
 from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
 
@@ -131,7 +131,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
             return sweep._evaluate(setting, upcoming).cost
 
         def on_trial(st, setting, phase):
-            cost = st.tried[setting.key]
+            cost = st.tried[ident(setting)]
             shown = f"{cost:.3f} ms" if cost is not None else "failed"
             total = network_ms(states)
             echo(f"[{sched.spent}] {st.task.name} {phase} {setting.name}: {shown} "
@@ -188,7 +188,7 @@ def summarize(states: list[TaskState], info) -> pd.DataFrame:
     rows = []
     for st in states:
         best, default = st.best_setting, default_setting(st.task.problem, info)
-        d_ms = st.tried.get(default.key) if default is not None else None
+        d_ms = st.tried.get(ident(default)) if default is not None else None
         rows.append({"task": st.task.name, "kind": st.task.kind, "weight": st.task.weight,
                      "layers": " ".join(st.task.layers), "problem": st.task.problem.key,
                      "family": best.family if best else "", "setting": best.name if best else "",

@@ -14,6 +14,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable
 
 from ..space import Setting
@@ -27,13 +28,24 @@ TRANSFER_PER_SOURCE = 2  # best settings taken from each
 POLICIES = ("gradient", "round-robin")
 
 
+@lru_cache(maxsize=None)
+def ident(setting: Setting) -> str:
+    """What makes two settings the same kernel: family and every knob's value, defaults filled in
+    (a space point that lists a knob at its default and a built-in that leaves it out are one)."""
+    import json
+
+    from ..workloads import get_family
+
+    return setting.family + ":" + json.dumps(get_family(setting.family).resolve(setting.values), sort_keys=True)
+
+
 @dataclass
 class TaskState:
     task: Task
     builtins: list[Setting]
     order: list[Setting]  # its own search order: the space's valid points, seeded shuffle
-    tried: dict = field(default_factory=dict)  # Setting.key -> cost (None: failed)
-    settings: dict = field(default_factory=dict)  # Setting.key -> Setting
+    tried: dict = field(default_factory=dict)  # ident(setting) -> cost (None: failed)
+    settings: dict = field(default_factory=dict)  # ident(setting) -> Setting
     history: list = field(default_factory=list)  # best cost after each trial (inf before the first ok)
     cursor: int = 0
     # The settings one knob away from a setting that this task may run (the spaces' other values for
@@ -43,9 +55,9 @@ class TaskState:
     allows: Callable[[Setting], bool] | None = None
 
     def __post_init__(self):
-        self.valid = {s.key for s in self.order} | {s.key for s in self.builtins}
+        self.valid = {ident(s) for s in self.order} | {ident(s) for s in self.builtins}
         if self.allows is None:
-            self.allows = lambda setting: setting.key in self.valid
+            self.allows = lambda setting: ident(setting) in self.valid
 
     @property
     def best(self) -> float | None:
@@ -62,8 +74,8 @@ class TaskState:
         return [self.settings[key] for _, key in ok[:k]]
 
     def add(self, setting: Setting, cost: float | None) -> None:
-        self.tried[setting.key] = cost
-        self.settings[setting.key] = setting
+        self.tried[ident(setting)] = cost
+        self.settings[ident(setting)] = setting
         best = self.best
         self.history.append(math.inf if best is None else best)
 
@@ -72,10 +84,10 @@ class TaskState:
         its own seeded order (a random one); with the settings likely to follow."""
         best = self.best_setting
         if best is not None:
-            near = [n for n in self.neighbours(best) if n.key not in self.tried]
+            near = [n for n in self.neighbours(best) if ident(n) not in self.tried]
             if near:
                 return near[0], near[1:4]
-        while self.cursor < len(self.order) and self.order[self.cursor].key in self.tried:
+        while self.cursor < len(self.order) and ident(self.order[self.cursor]) in self.tried:
             self.cursor += 1
         if self.cursor >= len(self.order):
             return None
@@ -106,8 +118,8 @@ def transfer_candidates(target: TaskState, states: list[TaskState]) -> list[Sett
     out, seen = [], set()
     for _, _, src in sorted(near, key=lambda t: t[:2])[:TRANSFER_SOURCES]:
         for setting in src.top(TRANSFER_PER_SOURCE):
-            if setting.key not in target.tried and setting.key not in seen and target.allows(setting):
-                seen.add(setting.key)
+            if ident(setting) not in target.tried and ident(setting) not in seen and target.allows(setting):
+                seen.add(ident(setting))
                 out.append(setting)
     return out
 
@@ -140,7 +152,7 @@ class Scheduler:
         self.start = self.clock()
         for st in self.states:  # every task's built-ins, whatever the budget: each needs a figure
             for i, s in enumerate(st.builtins):
-                if s.key not in st.tried:
+                if ident(s) not in st.tried:
                     self._trial(st, s, st.builtins[i + 1:i + 5], "builtin")
         rr = 0
         while not self._spent():
@@ -203,7 +215,7 @@ def neighbours(setting: Setting, spaces, problem, device, seed: int = 0) -> list
     out. Seeded order, so the local search does not always turn the same knob first."""
     from ..workloads import get_family
 
-    out, seen = [], {setting.key}
+    out, seen = [], {ident(setting)}
     full = get_family(setting.family).resolve(setting.values)  # constraints may name a defaulted knob
     for space in spaces:
         if space.family != setting.family:
@@ -211,9 +223,9 @@ def neighbours(setting: Setting, spaces, problem, device, seed: int = 0) -> list
         for name, values in space.params:
             for v in values:
                 cand = space.setting({**setting.values, name: v})
-                if cand.key in seen or space.reject_reason({**full, name: v}, problem, device) is not None:
+                if ident(cand) in seen or space.reject_reason({**full, name: v}, problem, device) is not None:
                     continue
-                seen.add(cand.key)
+                seen.add(ident(cand))
                 out.append(cand)
     random.Random(f"{seed}:{setting.key}").shuffle(out)
     return out
