@@ -21,7 +21,7 @@ import pandas as pd
 from .. import config as cfgmod
 from .. import results, tune
 from ..errors import UserError
-from ..sweep import Budget, Sweep
+from ..sweep import Budget, Outcome, Sweep
 from .schedule import Scheduler, TaskState, ident, neighbours, network_ms, own_order
 from .tables import Network
 from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
@@ -162,22 +162,20 @@ def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
 
 
 def _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter) -> Sweep:
-    ident = tune._identity(info, task.problem)
+    identity = tune._identity(info, task.problem)  # build options, source hash, resume key
     seq = [len(resumed)]
 
     def record(m, phase):
-        extra = {"phase": phase, "strategy": sweep.strategy, "seq": seq[0], "baseline": "", **ident(m.setting)}
+        extra = {"phase": phase, "strategy": sweep.strategy, "seq": seq[0], "baseline": "", **identity(m.setting)}
         row = results.to_row(m, info, task.problem, f"net-{net.name}-{task.name}", cfg.timing.noisy_cv,
                              extra, peaks)
         sink.append(row)
         seq[0] += 1
         counter["measured"] += 1
-        from ..sweep import Outcome
-
         return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
 
     sweep = Sweep(lambda s, up: backend.measure(task.problem, s, cfg.timing, up),
-                  lambda s: ident(s)["key"], record, resumed)
+                  lambda s: identity(s)["key"], record, resumed)
     sweep.strategy = "builtin"
     return sweep
 
