@@ -1,7 +1,6 @@
 """The network task scheduler, transfer, resume and the run folder, on a fake backend: no device."""
 
 import json
-import math
 from dataclasses import dataclass, replace
 
 import pytest

@@ -37,6 +37,7 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
     """Tune every conv layer of NETWORK (resnet18, mobilenet_v1, mobilenet_v2, vgg16, a table .toml or
     an .onnx file) under one budget, then race tuned, untuned defaults and torch on its layers."""
     from . import run as netrun
+    from .figure import format_table
     from .tables import load
     from .tasks import make_tasks
 
@@ -53,5 +54,5 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
                              policy=policy, transfer=not no_transfer, seed=seed, spaces=spaces,
                              timeout_s=timeout, best_db=best_db, rounds=rounds)
     res = netrun.run(model, opts, click.echo)
-    click.echo(netrun.format_table(res))
+    click.echo(format_table(res))
     click.echo(f"wrote {res.run_dir}/ (network.csv, totals.csv, one results file per task)")

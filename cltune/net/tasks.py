@@ -70,7 +70,7 @@ def builtins(problem: Problem, device) -> list[Setting]:
     many times slower than the families made for speed."""
     from ..workloads import builtin_settings
 
-    kind, other = device_kind(device), {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]
+    other = {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]
     out = []
     for name, (family, params) in builtin_settings().items():
         if family == "conv2d" or family.startswith("diagonalwise") or name.endswith(other):
