@@ -90,3 +90,17 @@ def test_not_an_onnx_file_and_a_symbolic_batch_are_refused(tmp_path):
     path = _save(tmp_path, nodes, [_init("w", (8, 8, 3, 3))], in_shape=("N", 8, 16, 16), name="dyn")
     with pytest.raises(UserError, match=r"node 'dyn': input 'x' needs a static 4-D shape, got \['N', 8, 16, 16\]"):
         load(str(path))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the TorchScript exporter: no onnxscript needed
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_an_exported_torchvision_model_reads_as_its_bundled_table(tmp_path, name):
+    """Guards against the ONNX reader and the tables disagreeing on a real exporter's graph: folded
+    BatchNorm, Clip(0, 6) for ReLU6, the residual add after a block's second conv."""
+    import torch
+    import torchvision
+
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    path = tmp_path / f"{name}.onnx"
+    torch.onnx.export(model, torch.zeros(1, 3, 224, 224), str(path), dynamo=False)
+    assert [layer.problem for layer in load(str(path)).layers] == [layer.problem for layer in load(name).layers]
