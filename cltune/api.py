@@ -23,7 +23,7 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     this problem, named in "tuned_problem"), or "default" (nothing tuned fits). `device`
     (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
     from .best import best_setting as lookup
-    from .best import load_db
+    from .best import device_entries
     from .net.nearest import nearest, problem_from_key
 
     entry = lookup(device_name, problem, path, target)
@@ -32,9 +32,7 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     problem = problem_from_key(problem) if isinstance(problem, str) else problem
     if problem is None:
         return None
-    entries = [e for dev, found in load_db(path)["devices"].items() if dev.split(" | ")[0] == device_name
-               for e in found.values() if target is None or e.get("target", "") == target]
-    hit = nearest(problem, entries, device)
+    hit = nearest(problem, device_entries(device_name, path, target), device)
     if hit is not None:
         return {**hit[0], "match": "nearest", "tuned_problem": hit[0]["problem"], "distance": hit[1],
                 "problem": problem.key}

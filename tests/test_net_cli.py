@@ -41,8 +41,9 @@ def test_net_on_an_onnx_model_prints_the_table_and_three_totals(tmp_path, monkey
     summary = pd.read_csv(out / "network.csv")
     assert list(summary["kind"]) == ["dense", "depthwise"] and (summary["ms"] > 0).all()
     assert set(pd.read_csv(out / "totals.csv")["contender"]) == {"tuned", "default", "torch"}
-    db = json.loads((tmp_path / "home" / "best.json").read_text())["devices"]
-    assert set(next(iter(db.values()))) == set(summary["problem"])
+    from cltune import store
+
+    assert {e["problem"] for e in store.all_best()} == set(summary["problem"])
 
 
 def test_net_without_a_budget_or_with_a_bad_network_is_one_line(tmp_path):

@@ -13,10 +13,10 @@ WINOGRAD = {"TILE": 2}
 
 
 def db(tmp_path, entries):
-    path = tmp_path / "best.json"
-    dev = {e["problem"]: {"device": "Fake GPU", "target": "", "measured": "2026-01-01", **e} for e in entries}
-    path.write_text(json.dumps({"version": 1, "devices": {"Fake GPU | Fake Platform | 1.0 | ": dev}}))
-    return path
+    from cltune import store
+
+    return store.put_best([{"device": "Fake GPU", "platform": "Fake Platform", "driver": "1.0", "target": "",
+                            "measured": "2026-01-01", **e} for e in entries], tmp_path / "best.sqlite")
 
 
 def conv(c, h, k=None, r=3, stride=1, groups=1, act="relu"):
@@ -37,7 +37,7 @@ def test_untuned_shape_takes_the_nearest_tuned_shape_its_family_accepts(tmp_path
     of two tuned shapes winning."""
     path = db(tmp_path, [
         {"problem": conv(64, 56).key, "setting": "near", "family": "direct", "params": DIRECT},
-        {"problem": conv(256, 14).key, "setting": "far", "family": "direct", "params": {**DIRECT, "BLOCK_K": 16}},
+        {"problem": conv(512, 7).key, "setting": "far", "family": "direct", "params": {**DIRECT, "BLOCK_K": 16}},
         {"problem": conv(128, 28, stride=2).key, "setting": "wino_s2?", "family": "winograd", "params": WINOGRAD},
     ])
     asked = conv(128, 28)
@@ -69,8 +69,9 @@ def test_conv2d_best_runs_the_nearest_tuned_setting_on_an_untuned_shape(tmp_path
     entry = {"device": info.name, "platform": info.platform, "driver": info.driver, "target": info.target,
              "problem": tuned.key, "setting": "tuned_direct", "family": "direct", "params": DIRECT,
              "measured": "2026-01-01"}
-    key = f"{info.name} | {info.platform} | {info.driver} | {info.target}"
-    (tmp_path / "best.json").write_text(json.dumps({"version": 1, "devices": {key: {tuned.key: entry}}}))
+    from cltune import store
+
+    store.put_best([entry])
     asked = conv(8, 10, k=16)
     choice = cltune.best_setting(info.name, asked, target=info.target, device=info)
     assert (choice["match"], choice["setting"]) == ("nearest", "tuned_direct")

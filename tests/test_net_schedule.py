@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+
 from cltune.net import run as netrun
 from cltune.net.schedule import Scheduler, TaskState, distance, transfer_candidates
 from cltune.net.tables import Layer, Network
@@ -13,7 +14,7 @@ from cltune.problem import Problem
 from cltune.records import Measurement, Round, Status
 from cltune.space import Setting
 from cltune.sweep import Budget
-from tests.fakes import FakeBackend
+from tests.fakes import POCL_AVX2, FakeBackend
 
 
 def factor(key: str) -> float:
@@ -98,7 +99,7 @@ def test_transfer_starts_a_task_from_the_best_settings_of_the_nearest_similar_ta
 
 def test_network_run_fills_the_run_folder_summary_and_best_database(tmp_path):
     backend = NetFake()
-    opts = netrun.NetOptions(out=tmp_path / "run", budget=40, rounds=0, best_db=tmp_path / "best.json")
+    opts = netrun.NetOptions(out=tmp_path / "run", budget=40, rounds=0, best_db=tmp_path / "best.sqlite")
     res = netrun.run(small_net(), opts, echo=lambda line: None, backend=backend)
     run_dir = tmp_path / "run"
     tasks = json.loads((run_dir / "network.json").read_text())["tasks"]
@@ -111,8 +112,9 @@ def test_network_run_fills_the_run_folder_summary_and_best_database(tmp_path):
     for _, row in s.iterrows():  # the summary's ms is the best ok row of the task's own file
         mine = [m for m in backend.measured if m[0] == row["problem"]]
         assert row["ms"] == pytest.approx(min(conv_cost(k, p) for k, p in mine))
-    db = json.loads((tmp_path / "best.json").read_text())["devices"]
-    assert len(next(iter(db.values()))) == 4
+    from cltune import store
+
+    assert len(store.all_best(tmp_path / "best.sqlite")) == 4
 
 
 def conv_cost(problem_key, setting_key):
@@ -124,14 +126,14 @@ def conv_cost(problem_key, setting_key):
 def test_resume_of_an_interrupted_network_run_measures_only_what_is_missing(tmp_path):
     """Guards against a resumed run that measures settings again, spends a fresh budget, or ends with
     another result than the same run uninterrupted."""
-    opts = netrun.NetOptions(out=tmp_path / "whole", budget=30, rounds=0, best_db=tmp_path / "b.json")
+    opts = netrun.NetOptions(out=tmp_path / "whole", budget=30, rounds=0, best_db=tmp_path / "b.sqlite")
     whole = netrun.run(small_net(), opts, echo=lambda line: None, backend=NetFake())
     cut = NetFake(stop_after=17)
-    opts = netrun.NetOptions(out=tmp_path / "cut", budget=30, rounds=0, best_db=tmp_path / "b.json")
+    opts = netrun.NetOptions(out=tmp_path / "cut", budget=30, rounds=0, best_db=tmp_path / "b.sqlite")
     with pytest.raises(KeyboardInterrupt):
         netrun.run(small_net(), opts, echo=lambda line: None, backend=cut)
     rest = NetFake()
-    opts = netrun.NetOptions(resume=tmp_path / "cut", budget=30, rounds=0, best_db=tmp_path / "b.json")
+    opts = netrun.NetOptions(resume=tmp_path / "cut", budget=30, rounds=0, best_db=tmp_path / "b.sqlite")
     resumed = netrun.run(small_net(), opts, echo=lambda line: None, backend=rest)
     assert len(rest.measured) == 13 and not set(rest.measured) & set(cut.measured)
     cols = ["task", "setting", "ms", "trials"]
@@ -158,7 +160,7 @@ def test_report_of_a_network_run_shows_its_tasks(tmp_path):
 
     from cltune.cli import main
 
-    opts = netrun.NetOptions(out=tmp_path / "run", budget=12, rounds=0, best_db=tmp_path / "b.json")
+    opts = netrun.NetOptions(out=tmp_path / "run", budget=12, rounds=0, best_db=tmp_path / "b.sqlite")
     res = netrun.run(small_net(), opts, echo=lambda line: None, backend=NetFake())
     result = CliRunner().invoke(main, ["report", str(tmp_path / "run" / "network.csv")])
     assert result.exit_code == 0, result.output
@@ -210,10 +212,12 @@ def test_the_search_steps_one_knob_away_from_the_best_setting_first():
 def test_a_setting_that_spells_out_a_default_is_not_measured_again():
     """Guards against measuring one kernel twice: implicit_gemm_cpu leaves VEC_DIM at its default "k",
     a space point one knob away spells it out."""
+    from cltune.device_values import bind_params, values
     from cltune.net.schedule import ident
     from cltune.workloads import builtin_settings
 
     family, params = builtin_settings()["implicit_gemm_cpu"]
+    params = bind_params(params, values(POCL_AVX2))  # its widths, as a device binds them
     spelled = Setting.make("spelled", family, {**params, "VEC_DIM": "k"})
     assert spelled.key != Setting.make("b", family, params).key
     assert ident(spelled) == ident(Setting.make("b", family, params))

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..device_values import bind_config
 from .. import config as cfgmod
+from .. import schema
 from .. import results, tune
 from ..errors import UserError
 from ..sweep import Budget, Outcome, Sweep
@@ -71,6 +73,7 @@ def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
     backend = backend or tune.open_backend(cfg, tune.Options(device=opts.device, isolation=opts.isolation,
                                                              timeout_s=opts.timeout_s, seed=opts.seed))
     try:
+        cfg = bind_config(cfg, backend.info)  # device.* values in its spaces
         res = _tune(net, cfg, opts, backend, echo)
     finally:
         if own:
@@ -104,6 +107,11 @@ def _run_dir(net: Network, opts: NetOptions, info, tasks) -> Path:
     return run_dir
 
 
+def task_config(net: Network, task) -> str:
+    """The config name a task's results file and rows carry."""
+    return f"net-{net.name}-{task.name}"
+
+
 def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     from .. import peakstore
 
@@ -118,7 +126,8 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         for i, task in enumerate(tasks):
             path = run_dir / f"{task.name}.csv"
             resumed = tune._resumed(path)[0] if opts.resume else {}
-            sink = stack.enter_context(results.ResultsFile(path))
+            header = schema.make_header(task_config(net, task), task.problem.key, info)
+            sink = stack.enter_context(results.ResultsFile(path, header, resume=bool(opts.resume)))
             sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
             states.append(task_state(task, i, cfg.spaces, info, seed))
         n_builtin = sum(len(s.builtins) for s in states)
@@ -169,7 +178,7 @@ def _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter) -> Swee
 
     def record(m, phase):
         extra = {"phase": phase, "strategy": sweep.strategy, "seq": seq[0], "baseline": "", **identity(m.setting)}
-        row = results.to_row(m, info, task.problem, f"net-{net.name}-{task.name}", cfg.timing.noisy_cv,
+        row = results.to_row(m, info, task.problem, task_config(net, task), cfg.timing.noisy_cv,
                              extra, peaks)
         sink.append(row)
         seq[0] += 1

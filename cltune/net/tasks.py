@@ -68,6 +68,7 @@ def builtins(problem: Problem, device) -> list[Setting]:
     """The built-in settings for this device's kind whose family accepts the problem. The study's
     ladder (conv2d) and diagonalwise refactorization are left out: they are references, and each is
     many times slower than the families made for speed."""
+    from ..device_values import bind_setting, is_ref
     from ..workloads import builtin_settings
 
     other = {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]
@@ -76,6 +77,10 @@ def builtins(problem: Problem, device) -> list[Setting]:
         if family == "conv2d" or family.startswith("diagonalwise") or name.endswith(other):
             continue
         s = Setting.make(name, family, params)
+        if any(is_ref(v) for v in params.values()):
+            if device is None:
+                continue  # its widths come from a device
+            s = bind_setting(s, device)
         if accepts(s, problem, device):
             out.append(s)
     return out
