@@ -16,12 +16,46 @@ def settings() -> list[str]:
     return list(builtin_settings())
 
 
-def best_setting(device_name: str, problem, path=None, target: str | None = None) -> dict | None:
-    """The best-config database's entry for this device name (and runtime target, when given) and
-    problem (a Problem or its key)."""
+def best_setting(device_name: str, problem, path=None, target: str | None = None, device=None) -> dict | None:
+    """What `setting="best"` runs for this device name (and runtime target, when given) and problem
+    (a Problem or its key), and which rule chose it, in "match": "exact" (the best-config database's
+    entry for this problem), "nearest" (the entry of the nearest tuned shape whose family accepts
+    this problem, named in "tuned_problem"), or "default" (nothing tuned fits). `device`
+    (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
     from .best import best_setting as lookup
+    from .best import device_entries
+    from .net.nearest import nearest, problem_from_key
 
-    return lookup(device_name, problem, path, target)
+    entry = lookup(device_name, problem, path, target)
+    if entry is not None:
+        return {**entry, "match": "exact"}
+    problem = problem_from_key(problem) if isinstance(problem, str) else problem
+    if problem is None:
+        return None
+    hit = nearest(problem, device_entries(device_name, path, target), device)
+    if hit is not None:
+        return {**hit[0], "match": "nearest", "tuned_problem": hit[0]["problem"], "distance": hit[1],
+                "problem": problem.key}
+    name, family, params = _default(problem, device)
+    return {"match": "default", "setting": name, "family": family, "params": params, "problem": problem.key}
+
+
+def _default(problem, device) -> tuple[str, str, dict]:
+    """The device type's default when it accepts the problem, else the built-in made for the layer's
+    kind on this device (e.g. depthwise_cpu for a depthwise layer on a CPU)."""
+    from .net.tasks import accepts, default_setting
+    from .space import Setting
+    from .workloads import builtin_settings
+
+    named = builtin_settings()
+    kind = "CPU" if device is not None and "CPU" in str(device.type) else "GPU"
+    for name in DEFAULTS[kind]:
+        if name in named and accepts(Setting.make(name, *named[name]), problem, device):
+            return (name, *named[name])
+    s = default_setting(problem, device)
+    if s is None:
+        raise UserError(f"no built-in setting computes {problem.describe()}")
+    return s.name, s.family, s.values
 
 
 # What `setting="best"` runs when the database has nothing for this device and problem.
@@ -41,11 +75,8 @@ def _resolve_setting(setting, runner, problem):
         get_family(family).resolve(values, "setting: ")
         return "custom", family, values
     if setting == "best":
-        entry = best_setting(runner.info.name, problem, target=runner.info.target)
-        if entry is not None:
-            return entry["setting"], entry["family"], entry["params"]
-        kind = "CPU" if "CPU" in runner.info.type else "GPU"
-        setting = next(n for n in DEFAULTS[kind] if n in named)
+        choice = best_setting(runner.info.name, problem, target=runner.info.target, device=runner.info)
+        return choice["setting"], choice["family"], choice["params"]
     if not isinstance(setting, str) or setting not in named:
         raise UserError(f"unknown setting {setting!r}; built-in settings: {', '.join(named)}, "
                         "'best', or a dict of knob values with a 'family' key")
@@ -68,7 +99,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
            setting="normal", device=None, activation=None, pool=None) -> np.ndarray:
     """conv2d of NCHW (or unbatched CHW) float32 arrays; returns numpy. `setting` is a built-in
     name (see settings()), a dict of knob values with a "family" key, or "best" (the best-config
-    database's choice for this device and problem, else a default for the device type).
+    database's choice for this device and problem, else that of the nearest tuned shape its family
+    accepts, else a default for the device type: `best_setting` says which).
     `activation` ("relu", "relu6") and `pool` (2: a 2x2, stride-2 max-pool) extend the layer with
     the epilogue that the setting's FUSE knob fuses into the conv kernel or runs separately."""
     from . import args as checks

@@ -73,3 +73,9 @@ def best_setting(device_name: str, problem, path: str | Path | None = None,
     hits = [e for e in store.find_best(device_name, key, path)
             if target is None or e.get("target", "") == target]
     return max(hits, key=lambda e: str(e.get("measured"))) if hits else None
+
+
+def device_entries(device_name: str, path: str | Path | None = None, target: str | None = None) -> list[dict]:
+    """Every problem's entry for this device name (and code target, when given)."""
+    return [e for e in store.all_best(path) if e.get("device") == device_name
+            and (target is None or e.get("target", "") == target)]

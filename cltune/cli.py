@@ -350,3 +350,4 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
 
 
 from . import cli_farm, cli_report  # noqa: E402,F401
+from .net import cli as net_cli  # noqa: E402,F401

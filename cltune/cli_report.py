@@ -147,7 +147,13 @@ def report(results_files, out, baseline, peaks_file):
     """One self-contained HTML page: devices, problem, ladder, roofline, spread, best, comparison."""
     from . import report as reportmod
     from . import runs
+    from .net import report as netreport
 
+    if len(results_files) == 1 and netreport.is_summary(results_files[0]):  # a `cltune net` run
+        out = Path(out or Path(results_files[0]).with_suffix(".report.html"))
+        out.write_text(netreport.build(results_files[0]))
+        click.echo(f"wrote {out}")
+        return
     run_list = runs.load_runs(results_files)
     if baseline is not None:
         for r in run_list:

@@ -1,0 +1,220 @@
+"""`cltune net`: tune every task of a network under one budget into one run folder, then race the
+tuned kernels, the untuned built-in defaults and torch on the same layers.
+
+The run folder holds one results file per task (`<task>.csv`, the same rows as `cltune sweep`
+writes), `network.json` (the tasks and the layers they stand for), `network.csv` (the summary) and
+`totals.csv` (the race). `--resume` replays the scheduler over the rows already there: a setting in
+a task's file is not measured again and counts against the budget as it did the first time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from ..device_values import bind_config
+from .. import config as cfgmod
+from .. import schema
+from .. import results, tune
+from ..errors import UserError
+from ..sweep import Budget, Outcome, Sweep
+from .schedule import Scheduler, TaskState, ident, neighbours, network_ms, own_order
+from .tables import Network
+from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
+
+
+@dataclass
+class NetOptions:
+    device: str | None = None
+    out: str | Path | None = None  # the run folder
+    resume: str | Path | None = None  # a run folder to continue
+    budget: int | None = None  # settings measured in total, built-ins included
+    time_limit_s: float | None = None  # seconds of tuning in total
+    policy: str = "gradient"
+    transfer: bool = True
+    seed: int | None = None
+    spaces: str = "net_spaces"  # the config whose [[space]]s and [run] timing the tasks use
+    isolation: bool = True
+    timeout_s: float | None = None
+    best_db: str | Path | None = None  # None: the default best-config database
+    rounds: int = 3  # interleaved rounds of the final race; 0: no race
+
+
+@dataclass
+class NetResult:
+    run_dir: Path
+    tasks: list
+    states: list
+    summary: pd.DataFrame
+    totals: dict = field(default_factory=dict)  # contender -> sum(weight x median ms)
+    measured: int = 0  # settings measured in this process (resumed ones not counted)
+
+
+def default_dir(net: Network, info) -> Path:
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", info.name).strip("-").lower()[:40]
+    return Path("results") / f"net_{net.name}_{slug}_{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
+    if opts.budget is None and opts.time_limit_s is None:
+        raise UserError("cltune net needs a budget: --budget N (settings in total) or --time-limit S")
+    if opts.policy not in ("gradient", "round-robin"):
+        raise UserError(f"unknown scheduling policy {opts.policy!r}; known: gradient, round-robin")
+    cfg = cfgmod.load(opts.spaces)
+    own = backend is None
+    backend = backend or tune.open_backend(cfg, tune.Options(device=opts.device, isolation=opts.isolation,
+                                                             timeout_s=opts.timeout_s, seed=opts.seed))
+    try:
+        cfg = bind_config(cfg, backend.info)  # device.* values in its spaces
+        res = _tune(net, cfg, opts, backend, echo)
+    finally:
+        if own:
+            backend.close()
+    if opts.rounds:
+        from .figure import race_totals
+
+        res.totals = race_totals(res, opts, cfg)
+    return res
+
+
+def _run_dir(net: Network, opts: NetOptions, info, tasks) -> Path:
+    manifest = {"network": net.name, "source": net.source,
+                "tasks": [{"name": t.name, "problem": t.problem.key, "weight": t.weight, "layers": list(t.layers)}
+                          for t in tasks]}
+    if opts.resume:
+        run_dir = Path(opts.resume)
+        path = run_dir / "network.json"
+        if not path.exists():
+            raise UserError(f"{run_dir}: not a cltune net run folder (no network.json)")
+        old = json.loads(path.read_text())
+        if [t["problem"] for t in old.get("tasks", [])] != [t["problem"] for t in manifest["tasks"]]:
+            raise UserError(f"{path}: holds the tasks of network {old.get('network')!r}, not those of "
+                            f"{net.name!r}; resume it with the same network")
+        return run_dir
+    run_dir = Path(opts.out) if opts.out else default_dir(net, info)
+    if (run_dir / "network.json").exists():
+        raise UserError(f"{run_dir}: already holds a network run; continue it with --resume {run_dir}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "network.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return run_dir
+
+
+def task_config(net: Network, task) -> str:
+    """The config name a task's results file and rows carry."""
+    return f"net-{net.name}-{task.name}"
+
+
+def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
+    from .. import peakstore
+
+    info = backend.info
+    tasks = make_tasks(net)
+    run_dir = _run_dir(net, opts, info, tasks)
+    results.save_device_info(run_dir / "network.csv", info)
+    peaks = peakstore.lookup(info.name, info.platform, info.driver)
+    seed = cfg.seed if opts.seed is None else opts.seed
+    sweeps, states, counter = {}, [], {"measured": 0}
+    with ExitStack() as stack:
+        for i, task in enumerate(tasks):
+            path = run_dir / f"{task.name}.csv"
+            resumed = tune._resumed(path)[0] if opts.resume else {}
+            header = schema.make_header(task_config(net, task), task.problem.key, info)
+            sink = stack.enter_context(results.ResultsFile(path, header, resume=bool(opts.resume)))
+            sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
+            states.append(task_state(task, i, cfg.spaces, info, seed))
+        n_builtin = sum(len(s.builtins) for s in states)
+        echo(f"{net.name}: {len(net.layers)} conv layers, {len(tasks)} tasks; {n_builtin} built-in settings "
+             f"first, then {opts.policy}{' with transfer' if opts.transfer else ''} within "
+             f"{Budget(opts.budget, opts.time_limit_s).describe()} in total; run folder {run_dir}")
+        strategy = {"builtin": "builtin", "transfer": "transfer", "search": opts.policy}
+
+        def evaluate(st, setting, upcoming, phase):
+            sweep = sweeps[st.task.name]
+            sweep.strategy = strategy[phase]
+            return sweep._evaluate(setting, upcoming).cost
+
+        def on_trial(st, setting, phase):
+            cost = st.tried[ident(setting)]
+            shown = f"{cost:.3f} ms" if cost is not None else "failed"
+            total = network_ms(states)
+            echo(f"[{sched.spent}] {st.task.name} {phase} {setting.name}: {shown} "
+                 + (f"(network {total:.3f} ms)" if total == total else "(network: tasks without a figure yet)"))
+
+        sched = Scheduler(states, evaluate, Budget(opts.budget, opts.time_limit_s), opts.policy,
+                          opts.transfer, on_trial=on_trial)
+        sched.run()
+    summary = summarize(states, info)
+    summary.to_csv(run_dir / "network.csv", index=False)
+    _fill_db(run_dir, tasks, opts, echo)
+    return NetResult(run_dir, tasks, states, summary, measured=counter["measured"])
+
+
+def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
+    """A task's scheduler state: its built-ins, its own seeded order of the spaces' points, its
+    local steps (one knob away from its best), and transfer allowed for any setting whose family
+    accepts it on the device."""
+    p, cache = task.problem, {}
+
+    def near(setting):
+        if setting.key not in cache:
+            cache[setting.key] = neighbours(setting, spaces, p, device, seed)
+        return cache[setting.key]
+
+    return TaskState(task, builtins(p, device), own_order(space_settings(p, spaces, device), seed, index),
+                     neighbours=near, allows=lambda setting: accepts(setting, p, device))
+
+
+def _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter) -> Sweep:
+    identity = tune._identity(info, task.problem)  # build options, source hash, resume key
+    seq = [len(resumed)]
+
+    def record(m, phase):
+        extra = {"phase": phase, "strategy": sweep.strategy, "seq": seq[0], "baseline": "", **identity(m.setting)}
+        row = results.to_row(m, info, task.problem, task_config(net, task), cfg.timing.noisy_cv,
+                             extra, peaks)
+        sink.append(row)
+        seq[0] += 1
+        counter["measured"] += 1
+        return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
+
+    sweep = Sweep(lambda s, up: backend.measure(task.problem, s, cfg.timing, up),
+                  lambda s: identity(s)["key"], record, resumed)
+    sweep.strategy = "builtin"
+    return sweep
+
+
+def summarize(states: list[TaskState], info) -> pd.DataFrame:
+    """Per task: weight, best family and setting, its ms, weight x ms, share of the network's conv
+    time; and the untuned default's ms (a built-in, measured in the same run)."""
+    rows = []
+    for st in states:
+        best, default = st.best_setting, default_setting(st.task.problem, info)
+        d_ms = st.tried.get(ident(default)) if default is not None else None
+        rows.append({"task": st.task.name, "kind": st.task.kind, "weight": st.task.weight,
+                     "layers": " ".join(st.task.layers), "problem": st.task.problem.key,
+                     "family": best.family if best else "", "setting": best.name if best else "",
+                     "params": best.params_json if best else "", "ms": st.best if best else math.nan,
+                     "trials": len(st.tried), "default_setting": default.name if default else "",
+                     "default_ms": d_ms if d_ms is not None else math.nan})
+    df = pd.DataFrame(rows)
+    df["weighted_ms"] = df["weight"] * df["ms"]
+    df["share"] = df["weighted_ms"] / df["weighted_ms"].sum()
+    return df
+
+
+def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo) -> None:
+    from .. import best
+
+    files = [run_dir / f"{t.name}.csv" for t in tasks]
+    files = [f for f in files if f.exists() and f.stat().st_size and len(results.ok_rows(results.load(f)))]
+    if files:
+        path, entries = best.update(files, opts.best_db)
+        echo(f"best-config database {path}: {len(entries)} tasks recorded")

@@ -1,0 +1,231 @@
+"""One budget for the whole network: built-ins first, then a task scheduler picks which task gets the
+next trials, and transfer picks what a task tries first. No OpenCL here: the caller passes
+`evaluate(state, setting, upcoming, phase) -> cost or None` (a measurement, a resumed row, or a fake).
+
+The gradient policy follows Ansor's task scheduler: the network's time is sum(weight x best ms);
+a task's score estimates how fast more trials would lower it, from how much its best fell over the
+last few trials (backward) and how far it could still fall at its current rate (forward,
+best / trials). Round-robin gives every task the next trial in turn.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+from ..space import Setting
+from ..sweep import Budget
+from .tasks import Task, kind_of
+
+ALPHA = 0.2  # weight of the backward (observed) improvement against the forward (optimistic) one
+WINDOW = 3  # trials over which the backward improvement is measured
+TRANSFER_SOURCES = 3  # nearest tuned tasks a task's search starts from
+TRANSFER_PER_SOURCE = 2  # best settings taken from each
+POLICIES = ("gradient", "round-robin")
+
+
+@lru_cache(maxsize=None)
+def ident(setting: Setting) -> str:
+    """What makes two settings the same kernel: family and every knob's value, defaults filled in
+    (a space point that lists a knob at its default and a built-in that leaves it out are one)."""
+    import json
+
+    from ..workloads import get_family
+
+    return setting.family + ":" + json.dumps(get_family(setting.family).resolve(setting.values), sort_keys=True)
+
+
+@dataclass
+class TaskState:
+    task: Task
+    builtins: list[Setting]
+    order: list[Setting]  # its own search order: the space's valid points, seeded shuffle
+    tried: dict = field(default_factory=dict)  # ident(setting) -> cost (None: failed)
+    settings: dict = field(default_factory=dict)  # ident(setting) -> Setting
+    history: list = field(default_factory=list)  # best cost after each trial (inf before the first ok)
+    cursor: int = 0
+    # The settings one knob away from a setting that this task may run (the spaces' other values for
+    # each knob, constraints and device limits applied): where the search goes from its best so far.
+    neighbours: Callable[[Setting], list] = lambda setting: []
+    # Whether this task may run a setting another task found (transfer); default: a point of its own.
+    allows: Callable[[Setting], bool] | None = None
+
+    def __post_init__(self):
+        self.valid = {ident(s) for s in self.order} | {ident(s) for s in self.builtins}
+        if self.allows is None:
+            self.allows = lambda setting: ident(setting) in self.valid
+
+    @property
+    def best(self) -> float | None:
+        ok = [c for c in self.tried.values() if c is not None]
+        return min(ok) if ok else None
+
+    @property
+    def best_setting(self) -> Setting | None:
+        ok = [(c, k) for k, c in self.tried.items() if c is not None]
+        return self.settings[min(ok)[1]] if ok else None
+
+    def top(self, k: int) -> list[Setting]:
+        ok = sorted((c, key) for key, c in self.tried.items() if c is not None)
+        return [self.settings[key] for _, key in ok[:k]]
+
+    def add(self, setting: Setting, cost: float | None) -> None:
+        self.tried[ident(setting)] = cost
+        self.settings[ident(setting)] = setting
+        best = self.best
+        self.history.append(math.inf if best is None else best)
+
+    def next_own(self) -> tuple[Setting, list] | None:
+        """An untried neighbour of the best setting so far (a local step), else the next point of
+        its own seeded order (a random one); with the settings likely to follow."""
+        best = self.best_setting
+        if best is not None:
+            near = [n for n in self.neighbours(best) if ident(n) not in self.tried]
+            if near:
+                return near[0], near[1:4]
+        while self.cursor < len(self.order) and ident(self.order[self.cursor]) in self.tried:
+            self.cursor += 1
+        if self.cursor >= len(self.order):
+            return None
+        return self.order[self.cursor], self.order[self.cursor + 1:self.cursor + 5]
+
+
+def distance(a, b) -> float | None:
+    """How unlike two problems are, for transfer: None unless filter, stride, dilation and kind
+    (dense, depthwise) match; else the log2 distance of channels and size, plus the epilogue."""
+    same = lambda p: (p.filter_h, p.filter_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, kind_of(p))  # noqa: E731
+    if same(a) != same(b):
+        return None
+    d = sum(abs(math.log2(x / y)) for x, y in ((a.in_c, b.in_c), (a.out_c, b.out_c), (a.in_h, b.in_h),
+                                                (a.in_w, b.in_w)))
+    return d + 0.5 * (a.activation != b.activation) + 1.0 * (a.pool != b.pool)
+
+
+def transfer_candidates(target: TaskState, states: list[TaskState]) -> list[Setting]:
+    """The best settings of the nearest tuned tasks that the target's space holds and it has not
+    tried, nearest task first."""
+    near = []
+    for s in states:
+        if s is target or s.best is None:
+            continue
+        d = distance(target.task.problem, s.task.problem)
+        if d is not None:
+            near.append((d, s.task.name, s))
+    out, seen = [], set()
+    for _, _, src in sorted(near, key=lambda t: t[:2])[:TRANSFER_SOURCES]:
+        for setting in src.top(TRANSFER_PER_SOURCE):
+            if ident(setting) not in target.tried and ident(setting) not in seen and target.allows(setting):
+                seen.add(ident(setting))
+                out.append(setting)
+    return out
+
+
+def score(st: TaskState) -> float:
+    """How much the network's time should fall per trial given to this task (Ansor's estimate)."""
+    w, t, g = st.task.weight, len(st.history), st.best
+    if g is None:  # nothing ran yet: it has no figure; try it, but not forever
+        return math.inf if t < 2 * WINDOW else 0.0
+    finite = [h for h in st.history if h != math.inf]
+    back_from = finite[-1 - WINDOW] if len(finite) > WINDOW else finite[0]
+    backward = (back_from - g) / min(WINDOW, len(finite))
+    forward = g / t
+    return w * (ALPHA * backward + (1 - ALPHA) * forward)
+
+
+@dataclass
+class Scheduler:
+    states: list[TaskState]
+    evaluate: Callable[[TaskState, Setting, list, str], float | None]
+    budget: Budget
+    policy: str = "gradient"
+    transfer: bool = True
+    step: int = 2  # trials a task gets each time the gradient policy picks it
+    clock: Callable[[], float] = time.monotonic
+    on_trial: Callable[[TaskState, Setting, str], None] = lambda st, s, phase: None
+    spent: int = 0
+
+    def run(self) -> list[TaskState]:
+        self.start = self.clock()
+        for st in self.states:  # every task's built-ins, whatever the budget: each needs a figure
+            for i, s in enumerate(st.builtins):
+                if ident(s) not in st.tried:
+                    self._trial(st, s, st.builtins[i + 1:i + 5], "builtin")
+        rr = 0
+        while not self._spent():
+            live = [st for st in self.states if self._next(st) is not None]
+            if not live:
+                break
+            if self.policy == "round-robin":
+                st, n = live[rr % len(live)], 1
+                rr += 1
+            else:
+                st, n = max(live, key=score), self.step  # max keeps the first of equal scores
+            for _ in range(n):
+                nxt = self._next(st)
+                if nxt is None or self._spent():
+                    break
+                self._trial(st, *nxt)
+        return self.states
+
+    def _next(self, st: TaskState):
+        """(setting, upcoming, phase): a transferred setting first, else the task's own next point."""
+        if self.transfer:
+            moved = transfer_candidates(st, self.states)
+            if moved:
+                return moved[0], moved[1:4], "transfer"
+        own = st.next_own()
+        return None if own is None else (*own, "search")
+
+    def _trial(self, st: TaskState, setting: Setting, upcoming, phase: str) -> None:
+        st.add(setting, self.evaluate(st, setting, list(upcoming), phase))
+        self.spent += 1
+        self.on_trial(st, setting, phase)
+
+    def _spent(self) -> bool:
+        b = self.budget
+        return ((b.settings is not None and self.spent >= b.settings)
+                or (b.seconds is not None and self.clock() - self.start >= b.seconds))
+
+
+def network_ms(states: list[TaskState]) -> float:
+    """sum(weight x best ms) over the tasks; nan while a task has no figure."""
+    total = 0.0
+    for st in states:
+        if st.best is None:
+            return math.nan
+        total += st.task.weight * st.best
+    return total
+
+
+def own_order(settings: list[Setting], seed: int, task_index: int) -> list[Setting]:
+    """A task's search order: its valid points shuffled by a seed of its own, so that adding a task
+    does not change the others' orders."""
+    order = list(settings)
+    random.Random(seed * 1_000_003 + task_index).shuffle(order)
+    return order
+
+
+def neighbours(setting: Setting, spaces, problem, device, seed: int = 0) -> list[Setting]:
+    """The settings one knob away: each knob that a space of the setting's family lists, set to each
+    of its other values; those the space's constraints, the family or the device refuse are left
+    out. Seeded order, so the local search does not always turn the same knob first."""
+    from ..workloads import get_family
+
+    out, seen = [], {ident(setting)}
+    full = get_family(setting.family).resolve(setting.values)  # constraints may name a defaulted knob
+    for space in spaces:
+        if space.family != setting.family:
+            continue
+        for name, values in space.params:
+            for v in values:
+                cand = space.setting({**setting.values, name: v})
+                if ident(cand) in seen or space.reject_reason({**full, name: v}, problem, device) is not None:
+                    continue
+                seen.add(ident(cand))
+                out.append(cand)
+    random.Random(f"{seed}:{setting.key}").shuffle(out)
+    return out
