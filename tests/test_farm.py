@@ -150,7 +150,9 @@ def fault_config(faults, min_time_ms=0):
     for i in range(4):
         settings.append({"name": f"after{i}", "family": "faults", "params": {"MACROS": i, "UNROLL": i % 2}})
     return config.parse({"problem": {"input": [1, 3, 8, 8], "weight": [4, 3, 3, 3], "padding": 1},
-                         "run": {"warmup": 0, "repeat": 2, "rerank": 0, "min_time_ms": min_time_ms},
+                         # adaptive off: a clearly slow point would stop before min_time_ms
+                         "run": {"warmup": 0, "repeat": 2, "rerank": 0, "min_time_ms": min_time_ms,
+                                 "adaptive": False},
                          "setting": settings}, "faults.toml")
 
 
@@ -229,7 +231,7 @@ def slow_config(tmp_path) -> str:
     from cltune import config
 
     path = tmp_path / "slow.toml"
-    path.write_text(config.resolve_path("tune_small").read_text().replace("[run]", "[run]\nmin_time_ms = 300"))
+    path.write_text(config.resolve_path("tune_small").read_text().replace("[run]", "[run]\nmin_time_ms = 300\nadaptive = false"))
     return str(path)
 
 
