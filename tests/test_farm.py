@@ -194,12 +194,13 @@ def in_thread(fn):
 
 
 def test_a_worker_killed_mid_setting_costs_nothing(tmp_path, cluster):
-    # Every setting takes >= 300 ms of kernel time, so the kill lands mid-setting; the setting is
-    # measured again on another worker and the sweep completes with every setting exactly once.
-    cfg = fault_config([], min_time_ms=300)
+    # Every setting takes >= 1 s of kernel time and the scheduler is polled every 50 ms from the
+    # start, so the kill lands mid-setting (a fixed sleep before polling raced a fast machine: the
+    # "after" settings had all finished); the setting is measured again on another worker and the
+    # sweep completes with every setting exactly once.
+    cfg = fault_config([], min_time_ms=1000)
     t, out = in_thread(lambda: farm_sweep(cfg, cluster, out=tmp_path / "kill.csv", timeout_s=60,
                                           modules=MODULES))
-    time.sleep(1.0)
     kill_worker_running(cluster[1], "cltune-after")
     t.join(300)
     assert not t.is_alive() and "error" not in out, out.get("error")
