@@ -96,14 +96,20 @@ def point(values: dict) -> tuple:
     return tuple(values[k] for k in KNOBS)
 
 
+def timed_process(what: str, cmd: list, env: dict, cwd: Path) -> float:
+    """Run one tool's process; its wall time in s (interpreter start included, as a user waits)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+    return wall
+
+
 def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path, extra=()) -> dict:
     out = out_dir / f"{label}.csv"
     cmd = [sys.executable, "-m", "cltune", "sweep", cfg_name, "--device", str(device), "--out", str(out), *extra]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{label}: cltune sweep failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+    wall = timed_process(f"{label}: cltune sweep", cmd, env, ROOT)
     df = results.load(out)
     df = df[(df["phase"] == "search")]
     ok = results.ok_rows(df)
@@ -122,11 +128,7 @@ def run_kt(label: str, device: int, env: dict, out_dir: Path, iterations: int) -
     out = out_dir / f"{label}.json"
     cmd = [sys.executable, __file__, "--kt-child", str(out), "--device", str(device),
            "--iterations", str(iterations)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out_dir)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{label}: Kernel Tuner failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
+    wall = timed_process(f"{label}: Kernel Tuner", cmd, env, out_dir)
     rows = json.loads(out.read_text())
     return {"label": label, "tool": "kernel_tuner", "wall_s": wall, "points": len(rows),
             "times": {point(r): r["ms"] for r in rows}, "samples": {point(r): r["samples"] for r in rows},
