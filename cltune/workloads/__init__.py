@@ -3,185 +3,22 @@
 A family knows its parameters (the knobs of its template), which settings cannot run on a problem
 or device (`check`), the -D macros a setting compiles with (`defines`) and the launches that compute
 one conv2d (`launches`). It never times or verifies anything: measure.py does that for all of them.
+The base class lives in base.py and the buffer helpers in buffers.py; this module is the registry.
+Nothing imported here needs OpenCL: a config can be loaded and checked without it.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import ClassVar
+import importlib
 
 from ..errors import UserError
-from ..paths import data_dir
+from .base import (CL_STD, GENERIC_PARAMS, Family, Launch, Param, build_options,  # noqa: F401
+                   global_size, local_size, read_kernel, round_up)
+from .buffers import cached, scratch  # noqa: F401  (for families that import them from here)
 
-
-CL_STD = "-cl-std=CL1.2"
-
-
-def build_options(defines: dict) -> list[str]:
-    """The options a setting compiles with: OpenCL C 1.2 always, then its macros in name order."""
-    return [CL_STD] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
-
-
-@dataclass(frozen=True)
-class Param:
-    """A knob: its allowed values (None: any int >= 0), its default and what it does."""
-
-    name: str
-    values: tuple | None
-    default: object
-    doc: str
-
-
-@dataclass
-class Launch:
-    """One kernel enqueue of a setting; a setting's parts are timed separately and together."""
-
-    part: str
-    kernel: str
-    args: list
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None
-
-
-# Knobs of every family. The local work size: all zero lets the driver choose (NULL). FUSE: how
-# many epilogue steps (bias, activation, 2x2 max-pool, in that order) the conv kernel applies in its
-# output write, as far as the family's kernel can; the rest run as separate kernels.
-GENERIC_PARAMS = (
-    Param("LWS_X", None, 0, "local work size, dimension 0 (0 with Y and Z 0: the driver chooses)"),
-    Param("LWS_Y", None, 0, "local work size, dimension 1 (0 counts as 1 when another is set)"),
-    Param("LWS_Z", None, 0, "local work size, dimension 2 (0 counts as 1 when another is set)"),
-    Param("FUSE", (0, 1, 2, 3), 3, "epilogue steps fused into the conv: 0 none, 1 bias, 2 + activation, "
-                                   "3 + max-pool (capped at what the family's kernel can do)"),
-)
-
-
-def local_size(p: dict, ndim: int = 3) -> tuple[int, ...] | None:
-    sizes = (p.get("LWS_X", 0), p.get("LWS_Y", 0), p.get("LWS_Z", 0))[:ndim]
-    if not any(sizes):
-        return None
-    return tuple(max(1, int(v)) for v in sizes)
-
-
-def cached(bufs, key, make):
-    """bufs.cache[key], made by make() the first time: repacked weights and scratch buffers live as
-    long as the problem's buffers, so they are built once per problem, not per measurement."""
-    if key not in bufs.cache:
-        bufs.cache[key] = make()
-    return bufs.cache[key]
-
-
-def scratch(ctx, bufs, key, nbytes: int):
-    """A read-write device buffer of at least nbytes, kept in bufs.cache under key."""
-    old = bufs.cache.get(key)
-    if old is None or old.size < nbytes:
-        import pyopencl as cl
-
-        bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4, nbytes))
-    return bufs.cache[key]
-
-
-def round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
-def global_size(work: tuple[int, ...], local: tuple[int, ...] | None) -> tuple[int, ...]:
-    """Cover every work-item: round each dimension up to the local size (OpenCL 1.2 needs it)."""
-    if local is None:
-        return tuple(max(1, w) for w in work)
-    return tuple(round_up(max(1, w), l) for w, l in zip(work, local))
-
-
-@dataclass
-class Family:
-    """Base class: subclasses set name, sources, params, named and implement the three hooks."""
-
-    name: str = ""
-    sources: tuple[str, ...] = ()
-    params: tuple[Param, ...] = ()
-    named: dict = field(default_factory=dict)  # built-in named settings: name -> params
-    fusable: tuple = ("bias",)  # epilogue steps its kernel applies in its output write (a prefix)
-    # A standard family computes groups=1 convs from bufs.w as [K, C, R, S]; diagonalwise.py wraps
-    # each one so it also runs depthwise layers. Families that are not (depthwise, the wrappers) say so.
-    standard: ClassVar[bool] = True
-
-    def all_params(self) -> dict[str, Param]:
-        return {p.name: p for p in self.params + GENERIC_PARAMS}
-
-    def resolve(self, values: dict, where: str = "") -> dict:
-        """Defaults filled in; unknown names and values outside a knob's list raise UserError."""
-        known = self.all_params()
-        out = {name: p.default for name, p in known.items()}
-        for key, value in values.items():
-            if key not in known:
-                raise UserError(f"{where}unknown parameter {key!r} for family {self.name!r}; "
-                                f"known: {', '.join(sorted(known))}")
-            p = known[key]
-            if p.values is None:
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise UserError(f"{where}parameter {key} must be an int >= 0, got {value!r}")
-            elif not any(type(value) is type(v) and value == v for v in p.values):  # 4.0 is not 4
-                raise UserError(f"{where}parameter {key} must be one of {list(p.values)}, got {value!r}")
-            out[key] = value
-        return out
-
-    def source(self) -> str:
-        return "\n".join(read_kernel(f) for f in ("epilogue.cl",) + tuple(self.sources))
-
-    def source_hash(self) -> str:
-        return hashlib.sha256(self.source().encode()).hexdigest()[:12]
-
-    # What the measuring side calls: the hooks below, with the epilogue split around them ---------
-    def reject_reason(self, problem, p: dict, device) -> str | None:
-        from . import epilogue
-
-        return self.check(epilogue.split(problem, self.fusable, p["FUSE"])[0], p, device)
-
-    def options(self, problem, p: dict) -> list[str]:
-        """The build options of a setting: -cl-std=CL1.2 and its macros."""
-        from . import epilogue
-
-        inner = epilogue.split(problem, self.fusable, p["FUSE"])[0]
-        return build_options({**self.defines(inner, p), **epilogue.macros(inner)})
-
-    def plan(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
-        from . import epilogue
-
-        return epilogue.launches(self, ctx, queue, problem, p, bufs)
-
-    # Hooks: each sees the problem its own kernel computes (the epilogue steps it fuses) ---------
-    def check(self, problem, p: dict, device) -> str | None:
-        """Why this setting cannot run this problem on this device, or None."""
-        return None
-
-    def tolerance(self, problem, p: dict, rtol: float, atol: float) -> tuple[float, float]:
-        """The (rtol, atol) this setting is verified with; a family whose arithmetic is less exact
-        than a direct sum (e.g. Winograd) widens the config's tolerance by its known error growth."""
-        return rtol, atol
-
-    def real_flops(self, problem, p: dict) -> int | None:
-        """The FLOPs the setting really computes where they differ from the direct count
-        `problem.flops` (e.g. Winograd's transforms and element-wise products), else None."""
-        return None
-
-    def weight_bytes(self, problem, p: dict) -> int:
-        """Device memory the weights take in the form the kernel reads them."""
-        import numpy as np
-
-        return 4 * int(np.prod(problem.weight_shape))
-
-    def defines(self, problem, p: dict) -> dict:
-        raise NotImplementedError
-
-    def launches(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
-        raise NotImplementedError
-
-
-@lru_cache(maxsize=None)
-def read_kernel(filename: str) -> str:
-    return (data_dir("kernels") / filename).read_text()
-
+# The built-in families' host modules, in the order cltune.settings() lists their families. Adding a
+# family: its kernel in kernels/, its host module here (calling register()), and its name below.
+BUILTIN = ("conv2d", "direct", "gemm", "winograd", "depthwise")
 
 FAMILIES: dict[str, Family] = {}
 
@@ -202,19 +39,22 @@ def builtin_settings() -> dict[str, tuple[str, dict]]:
     """Every built-in named setting across families: name -> (family, params)."""
     _load_builtin()
     out = {}
-    rank = {name: i for i, name in enumerate(BUILTIN_ORDER)}
-    for fam in sorted(FAMILIES.values(), key=lambda f: rank.get(f.name, len(rank))):
+    for fam in sorted(FAMILIES.values(), key=_rank):
         for name, params in fam.named.items():
             out[name] = (fam.name, dict(params))
     return out
 
 
-# The order cltune.settings() lists the built-in families in, whatever order they were imported in.
-BUILTIN_ORDER = ("conv2d", "direct", "im2col_gemm", "implicit_gemm", "winograd", "depthwise")
+def _rank(family: Family) -> int:
+    """Built-in families in BUILTIN's module order, whatever order they were imported in; the others
+    (wrappers, a user's modules) after them, in the order they registered (sorted() is stable)."""
+    module = type(family).__module__.rpartition(".")[2]
+    return BUILTIN.index(module) if module in BUILTIN else len(BUILTIN)
 
 
 def _load_builtin() -> None:
-    from . import conv2d, depthwise, direct, gemm, winograd  # noqa: F401  (register themselves)
+    for name in BUILTIN:
+        importlib.import_module(f"{__name__}.{name}")  # each registers its families
     from .diagonalwise import wrap_standard_families
 
     wrap_standard_families()  # keep last: wraps every standard family imported above

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Family, Launch, Param, global_size, local_size, register
+from . import register
+from .base import Family, Launch, Param, global_size, local_size
 
 # Ladder step -> the problem values it bakes in as macros (cumulative, as in the study).
 MACRO_STEPS = (

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Family, Launch, Param, global_size, local_size, register, round_up, scratch
+from . import register
+from .base import Family, Launch, Param, global_size, local_size, round_up
+from .buffers import scratch
 
 MAX_ACCUMULATORS = 512  # floats per work-item: beyond AVX-512's 32 x 16 no register file holds a block
 INDEX_LIMIT = 1 << 31  # the kernel indexes with int

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import Launch, cached, round_up, scratch
+from .base import Launch, round_up
+from .buffers import cached, scratch
 
 STEPS = ("bias", "act", "pool")  # the order they apply in; FUSE counts a prefix of it
 ACT_CODES = {"none": 0, "relu": 1, "relu6": 2}

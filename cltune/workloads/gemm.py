@@ -11,9 +11,9 @@ when TN is a multiple of 4 (the columns then run over the pooling windows' pixel
 from __future__ import annotations
 
 import numpy as np
-import pyopencl as cl
-
-from . import Family, Launch, Param, cached, global_size, local_size, register, scratch
+from . import register
+from .base import Family, Launch, Param, global_size, local_size
+from .buffers import cached, scratch
 from .gemm_layout import (col_elems, gemm_cols, group_dims, is_pointwise, kpad, local_bytes,
                           n_tiles, pack_weights)
 
@@ -162,6 +162,8 @@ class GemmFamily(Family):
 
 
 def zeros_buffer(ctx, n: int):
+    import pyopencl as cl
+
     return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                      hostbuf=np.zeros(max(1, n), np.float32))
 
@@ -169,6 +171,8 @@ def zeros_buffer(ctx, n: int):
 def packed_weights(ctx, bufs, pr, p):
     if p["WLAYOUT"] == "oihw":
         return bufs.w
+    import pyopencl as cl
+
     host = pack_weights(bufs.w_host, p["WLAYOUT"], p["TM"], kpad(pr, p))
     return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Family, Launch, Param, global_size, local_size, register, scratch
+from . import register
+from .base import Family, Launch, Param, global_size, local_size
+from .buffers import scratch
 
 # Y = A^T [(G g G^T) * (B^T d B)] A, per tile of TILE x TILE outputs from an ALPHA x ALPHA patch.
 BT = {

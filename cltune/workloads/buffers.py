@@ -1,0 +1,21 @@
+"""Device buffers a family keeps beside the problem's: repacked weights and scratch space."""
+
+from __future__ import annotations
+
+
+def cached(bufs, key, make):
+    """bufs.cache[key], made by make() the first time: repacked weights and scratch buffers live as
+    long as the problem's buffers, so they are built once per problem, not per measurement."""
+    if key not in bufs.cache:
+        bufs.cache[key] = make()
+    return bufs.cache[key]
+
+
+def scratch(ctx, bufs, key, nbytes: int):
+    """A read-write device buffer of at least nbytes, kept in bufs.cache under key."""
+    old = bufs.cache.get(key)
+    if old is None or old.size < nbytes:
+        import pyopencl as cl
+
+        bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4, nbytes))
+    return bufs.cache[key]

@@ -1,0 +1,34 @@
+"""Which modules may import what: the config side of the house loads and checks every config
+without OpenCL, so a machine without a driver can still validate sweep files."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+CONFIGS = sorted(p.stem for p in (Path(__file__).parent.parent / "configs").glob("*.toml"))
+
+
+def test_configs_load_and_families_register_with_pyopencl_hidden():
+    # The bug: workloads/gemm.py imported pyopencl at the top, so loading any config that named
+    # a GEMM family (or listing the built-in settings) needed an OpenCL driver.
+    code = (
+        "import sys; sys.modules['pyopencl'] = None\n"
+        "import cltune.config as c, cltune.workloads as w\n"
+        f"for name in {CONFIGS!r}: c.load(name)\n"
+        "assert 'implicit_gemm_cpu' in w.builtin_settings()\n"
+        "for name in sorted(w.FAMILIES): w.get_family(name).source_hash()\n"
+        "assert 'pyopencl' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
+
+
+def test_builtin_settings_list_in_the_registration_order_whatever_was_imported_first():
+    code = ("import cltune.workloads.depthwise, cltune.workloads.winograd\n"
+            "from cltune.workloads import builtin_settings\n"
+            "print(list(dict.fromkeys(fam for fam, _ in builtin_settings().values())))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("[")[1].startswith("'conv2d', 'direct', 'im2col_gemm', 'implicit_gemm', "
+                                                "'winograd', 'depthwise'")
