@@ -9,13 +9,15 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from . import results, tune
+from . import results, schema, tune
+from .errors import UserError
 from .paths import slug
 from .problem import Problem, epilogue_reference
 
@@ -85,14 +87,32 @@ def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float
     return times
 
 
+def chosen_layers(cfg, names: str | None) -> set | None:
+    """The layers a comma-separated --layers names (None: all); a suite without layers, or a name
+    it does not have, is a UserError."""
+    if not cfg.layers:
+        raise UserError(f"{cfg.path}: a bench suite needs [[layer]] tables")
+    known = {n for n, _, _ in cfg.layers}
+    only = set(names.split(",")) if names else None
+    if only and only - known:
+        raise UserError(f"--layers: unknown layer(s) {', '.join(sorted(only - known))}; "
+                        f"known: {', '.join(n for n, _, _ in cfg.layers)}")
+    return only
+
+
+def default_path(cfg, out: str | Path | None = None) -> Path:
+    """The race's CSV: `out`, else results/<config>_<time>.csv (the tuning files go beside it)."""
+    return Path(out or f"results/{slug(cfg.name)}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+
+
+def write(df: pd.DataFrame, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+
+
 def best_per_family(csv_path: Path) -> dict[str, dict]:
     """The fastest verified row of each family in a tuning results file."""
-    df = results.load(csv_path)
-    ok = results.ok_rows(df)
-    out = {}
-    for family, group in ok.groupby("family"):
-        out[family] = group.loc[group["run_ms_median"].idxmin()].to_dict()
-    return out
+    return {family: row.to_dict() for family, row in schema.fastest(results.load(csv_path), per="family").items()}
 
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:

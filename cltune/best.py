@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import results, store
+from . import results, schema, store
 from .errors import UserError
 
 NEEDED = ("device", "platform", "driver", "problem", "phase", "family", "setting", "params", "status",
@@ -26,11 +26,10 @@ def pick(df: pd.DataFrame) -> list[dict]:
     df = df.assign(target=df["target"].fillna("") if "target" in df else "")  # files from before targets
     for (name, platform, driver, target, problem), group in df.groupby(
             ["device", "platform", "driver", "target", "problem"]):
-        ok = results.ok_rows(group)
-        if ok.empty:
+        best = schema.fastest(group, rerank_first=True)
+        if best is None:
             continue
-        ranked = ok[ok["phase"] == "rerank"] if (ok["phase"] == "rerank").any() else ok
-        best = ranked.loc[ranked["run_ms_median"].idxmin()]
+        ok = results.ok_rows(group)
         entry = {"device": name, "platform": platform, "driver": driver, "target": target, "problem": problem,
                  "setting": best["setting"], "family": best["family"],
                  "params": json.loads(best["params"]), "run_ms": float(best["run_ms_median"]),
@@ -39,7 +38,7 @@ def pick(df: pd.DataFrame) -> list[dict]:
                  "speedup": None, "measured": best["time"]}
         base_name = best.get("baseline")
         if isinstance(base_name, str) and base_name:
-            base = ranked[ranked["setting"] == base_name]
+            base = ok[(ok["setting"] == base_name) & (ok["phase"] == best["phase"])]  # beside it
             base = base if len(base) else ok[ok["setting"] == base_name]
             if len(base):
                 entry.update(baseline=base_name, baseline_ms=float(base["run_ms_median"].iloc[0]))

@@ -4,37 +4,17 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 
 import click
 
-from . import __version__
-from .cli_base import Group, Seconds
+from . import schema
+from .cli_base import STATUS_WIDTH, Seconds, device_option, main
 from .config import SEED_MAX
 from .device_values import bind_config, describe, needs_device
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
 
-STATUS_WIDTH = 12
 SAMPLE = 1000  # points drawn to describe a space too large to list
-
-
-def _warning_line(message, category, filename, lineno, file=None, line=None):
-    click.echo(f"warning: {message}", err=True)
-
-
-@click.group(cls=Group)
-@click.version_option(__version__, prog_name="cltune")
-@click.option("--debug", is_flag=True, envvar="CLTUNE_DEBUG", help="Show the traceback of an unexpected error.")
-def main(debug):
-    """Tune and measure OpenCL conv2d kernels (Mali T860 class GPUs, PoCL on any CPU)."""
-    warnings.showwarning = _warning_line
-
-
-device_option = click.option(
-    "--device", "-d", default=None,
-    help="Device index (see `cltune devices`) or name substring; default $CLTUNE_DEVICE, "
-         "else the first GPU that passes the probe, else the first device that does.")
 
 
 @main.command()
@@ -197,7 +177,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         heading = [f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
                    f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)"]
         phase = ["search"]
-        bar = Progress(_expected_rows(cfg, opts))
+        bar = Progress(tune.expected_rows(cfg, opts))
 
         def on_row(row):
             bar.clear()
@@ -240,20 +220,6 @@ class Progress:
                        err=True, nl=False)
 
 
-def _expected_rows(cfg, opts) -> int:
-    """Rows a sweep will write: its settings, each space's budget (or valid size), the re-ranking."""
-    budget = opts.budget or cfg.budget
-    n = len(cfg.settings)
-    for space in cfg.spaces:
-        if not space.countable:  # never listed just to size the bar: the budget, else the size
-            n += budget or space.size
-            continue
-        valid = len(space.valid_settings(cfg.problem))
-        n += min(valid, budget) if budget else valid
-    rerank = cfg.rerank if opts.rerank is None else opts.rerank
-    return n + (rerank + 1 if rerank else 0)
-
-
 def _print_outcome(result, cfg) -> None:
     failed = [r["setting"] for r in result.rows if r["status"] != "ok" and r["phase"] == "search"]
     if result.ranking:
@@ -262,11 +228,7 @@ def _print_outcome(result, cfg) -> None:
         if result.baseline_ms:
             speedup = f", {result.baseline_ms / best['run_ms_median']:.2f}x the baseline {cfg.baseline}"
         click.echo(f"best: {best['setting']} {best['run_ms_median']:.3f} ms{speedup}")
-    per_family = {}
-    for r in result.rows:
-        if r["status"] == "ok" and r["phase"] == "search":
-            if r["family"] not in per_family or r["run_ms_median"] < per_family[r["family"]]["run_ms_median"]:
-                per_family[r["family"]] = r
+    per_family = schema.fastest([r for r in result.rows if r["phase"] == "search"], per="family")
     if len(per_family) > 1:
         click.echo("best of each family (first pass): " + ", ".join(
             f"{fam} {r['run_ms_median']:.3f} ms" for fam, r in sorted(per_family.items(),
@@ -318,23 +280,13 @@ def best(results_files, out):
 @click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out.")
 def bench(config, device, layers, budget, strategy, rounds, out, resume):
     """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
-    from datetime import datetime
-    from pathlib import Path
-
     from . import bench as benchmod
     from . import config as cfgmod
     from . import tune
-    from .paths import slug
 
     cfg = cfgmod.load(config)
-    if not cfg.layers:
-        raise UserError(f"{cfg.path}: a bench suite needs [[layer]] tables")
-    names = {n for n, _, _ in cfg.layers}
-    only = set(layers.split(",")) if layers else None
-    if only and only - names:
-        raise UserError(f"--layers: unknown layer(s) {', '.join(sorted(only - names))}; "
-                        f"known: {', '.join(n for n, _, _ in cfg.layers)}")
-    out = Path(out or f"results/{slug(cfg.name)}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    only = benchmod.chosen_layers(cfg, layers)
+    out = benchmod.default_path(cfg, out)
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
     from .device import select
     from .hostgemm import host_cpu
@@ -343,8 +295,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
                f"{describe(info)}; host {host_cpu()}")
     df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out, index=False)
+    benchmod.write(df, out)
     click.echo(benchmod.format_summary(df))
     click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
 

@@ -1,14 +1,20 @@
-"""The CLI's error handling: every mistake, foreseen (UserError) or not, is one line and exit 2."""
+"""The `cltune` group and what every command module shares: its error handling (every mistake,
+foreseen (UserError) or not, is one line and exit 2) and its common options. cli.py, cli_report.py,
+cli_farm.py and net/cli.py add their commands to `main`; cli.py imports them all."""
 
 from __future__ import annotations
 
 import io
 import os
 import sys
+import warnings
 
 import click
 
+from . import __version__
 from .errors import UserError
+
+STATUS_WIDTH = 12
 
 
 class Fail(click.ClickException):
@@ -69,3 +75,21 @@ class Seconds(click.ParamType):
         if not math.isfinite(v) or v <= 0:
             self.fail(f"expected a finite number of seconds > 0, got {value!r}", param, ctx)
         return v
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None):
+    click.echo(f"warning: {message}", err=True)
+
+
+@click.group(cls=Group)
+@click.version_option(__version__, prog_name="cltune")
+@click.option("--debug", is_flag=True, envvar="CLTUNE_DEBUG", help="Show the traceback of an unexpected error.")
+def main(debug):
+    """Tune and measure OpenCL conv2d kernels (Mali T860 class GPUs, PoCL on any CPU)."""
+    warnings.showwarning = _warning_line
+
+
+device_option = click.option(
+    "--device", "-d", default=None,
+    help="Device index (see `cltune devices`) or name substring; default $CLTUNE_DEVICE, "
+         "else the first GPU that passes the probe, else the first device that does.")

@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from .cli import STATUS_WIDTH, device_option, main
+from .cli_base import STATUS_WIDTH, device_option, main
 
 
 @main.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .cli import device_option, main
+from .cli_base import device_option, main
 from .errors import UserError
 
 KINDS = ("ladder", "roofline", "progress", "spread")

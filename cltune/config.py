@@ -57,6 +57,22 @@ class Config:
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
 
+    def with_overrides(self, opts) -> "Config":
+        """This config with what a caller's tune.Options override (None: the config's own value).
+        Idempotent, so every stage that meets options may apply it. A fixed --repeat turns adaptive
+        repeats off."""
+        timing = self.timing
+        if opts.warmup is not None:
+            timing = replace(timing, warmup=opts.warmup)
+        if opts.repeat is not None:
+            timing = replace(timing, repeat=opts.repeat, max_repeat=max(opts.repeat, timing.max_repeat),
+                             adaptive=False)
+        return replace(self, timing=timing, strategy=opts.strategy or self.strategy,
+                       budget=opts.budget or self.budget, time_limit_s=opts.time_limit_s or self.time_limit_s,
+                       seed=self.seed if opts.seed is None else opts.seed,
+                       rerank=self.rerank if opts.rerank is None else opts.rerank,
+                       timeout_s=opts.timeout_s or self.timeout_s)
+
 
 class _Checker:
     """Typed access to TOML tables that reports `file: key: expected ..., got ...`."""

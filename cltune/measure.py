@@ -109,7 +109,8 @@ class Runner:
         p = family.resolve(setting.values)
         options = family.options(problem, p)
         prep = Prepared(setting, dict(setting=setting, source_hash=family.source_hash(),
-                                      build_options=" ".join(options)), family, p)
+                                      build_options=" ".join(options), **family.figures(problem, p)),
+                        family, p)
         reason = family.reject_reason(problem, p, self.info)
         if reason:
             prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)

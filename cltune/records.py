@@ -120,3 +120,7 @@ class Measurement:
     device_ms: float | None = None  # kernel run time of all its launches (verify, warm-up, timed)
     stopped_early: bool = False  # adaptive repeats: clearly slower than the incumbent after a first look
     worker: str = ""  # the farm worker that measured it ("" in a local sweep)
+    # What the setting's family says it moves and computes (Family.figures), set when it is prepared
+    bytes_model: int | None = None
+    real_flops: int | None = None
+    weight_bytes: int | None = None

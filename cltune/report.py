@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from . import __version__, compare, peakstore, plots, roofline, runs
+from . import __version__, compare, peakstore, plots, roofline, runs, schema
 from .errors import UserError
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}
@@ -110,12 +110,11 @@ def problem_section(run_list) -> str:
 
 def best_html(df: pd.DataFrame, rerank: pd.DataFrame | None = None) -> str:
     """The fastest ok setting; from the interleaved re-measurement when the sweep made one."""
-    if rerank is not None and (rerank["status"] == "ok").any():
-        df = rerank
-    ok = df[df["status"] == "ok"]
-    if not len(ok):
+    best = schema.fastest(rerank) if rerank is not None else None
+    if best is None:
+        best = schema.fastest(df)
+    if best is None:
         return "<p>No setting ran correctly.</p>"
-    best = ok.loc[ok[runs.TIME].astype(float).idxmin()]
     return (f"<p><b>{esc(best['setting'])}</b> ({esc(best['family'])}): run {esc(best[runs.TIME])} ms, "
             f"{esc(best.get('gflops'))} GFLOP/s</p><p>knob values: <code>{esc(best.get('params'))}"
             f"</code></p><p>build options: <code>{esc(best.get('build_options'))}</code></p>")

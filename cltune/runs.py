@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import results
+from . import results, schema
 from .errors import UserError
 
-TIME = "run_ms_median"  # the kernel's own time: what speedups, ranks and progress are measured in
+TIME = schema.TIME  # the kernel's own time: what speedups, ranks and progress are measured in
 DEVICE_COLUMNS = ("device", "platform", "driver", "target", "opencl_c", "compute_units", "max_clock_mhz")
 @dataclass
 class Run:

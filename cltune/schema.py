@@ -22,6 +22,9 @@ COLUMNS = (
        "worker",  # the farm worker that measured the row; empty in a local sweep
        "cltune_version", "source_hash", "key"]  # key last
 )
+TIME = "run_ms_median"  # the kernel's own time: what rankings, speedups and progress are measured in
+STATUS, PHASE, OK, RERANK = "status", "phase", "ok", "rerank"
+
 # Read back as text whatever they look like: pandas would turn a driver "1.10" into the float 1.1.
 TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "target", "opencl_c", "problem", "input_shape",
                 "weight_shape", "stride", "padding", "dilation", "phase", "strategy", "baseline",
@@ -62,7 +65,11 @@ def parse_header_line(line: str) -> dict:
     if not isinstance(header, dict) or not isinstance(header.get("device"), dict):
         raise ValueError("damaged results header (no device)")
     if header.get("schema") != SCHEMA_VERSION:
-        raise ValueError(f"results schema {header.get('schema')!r}, this cltune reads {SCHEMA_VERSION}")
+        raise ValueError(f"results schema {header.get('schema')!r}, this cltune reads {SCHEMA_VERSION}: "
+                         + ("read it with the newer cltune that wrote it, or upgrade this one"
+                            if isinstance(header.get("schema"), int) and header["schema"] > SCHEMA_VERSION
+                            else "write a new results file (a file without this header line is read as "
+                                 "schema 1)"))
     return header
 
 
@@ -76,3 +83,19 @@ def difference(held: dict, wanted: dict) -> str | None:
         if str(a[f]) != str(b[f]):
             return f"it was measured on device {f} {a[f]!r}, this sweep's device has {b[f]!r}"
     return None
+
+
+def fastest(df, per: str | None = None, rerank_first: bool = False):
+    """The fastest ok row of a results DataFrame (or a list of row dicts), as a pandas Series, or
+    None when no row is ok; with `per` a column, {value: fastest row} for each value, in sorted
+    order. rerank_first: from the interleaved re-ranking's rows when it has ok ones. Ties: the first."""
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        df = pd.DataFrame(list(df), columns=list(COLUMNS) if not df else None)
+    ok = df[df[STATUS] == OK]
+    if rerank_first and PHASE in ok and (ok[PHASE] == RERANK).any():
+        ok = ok[ok[PHASE] == RERANK]
+    if per is not None:
+        return {key: group.loc[group[TIME].astype(float).idxmin()] for key, group in ok.groupby(per)}
+    return ok.loc[ok[TIME].astype(float).idxmin()] if len(ok) else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -77,8 +76,8 @@ def default_timeout(baseline_wall_ms: float | None) -> float:
 
 
 def open_backend(cfg, opts: Options):
-    kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed if opts.seed is None else opts.seed,
-                  prebuild=opts.prebuild)
+    cfg = cfg.with_overrides(opts)
+    kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
     for name in opts.modules:
         __import__(name)
     if not opts.isolation:
@@ -87,8 +86,8 @@ def open_backend(cfg, opts: Options):
         return Runner(opts.device, **kwargs)
     from .worker import WorkerRunner
 
-    return WorkerRunner(opts.device, modules=opts.modules,
-                        timeout_s=opts.timeout_s or cfg.timeout_s or DEFAULT_TIMEOUT_S, **kwargs)
+    return WorkerRunner(opts.device, modules=opts.modules, timeout_s=cfg.timeout_s or DEFAULT_TIMEOUT_S,
+                        **kwargs)
 
 
 def default_path(cfg, info) -> Path:
@@ -102,35 +101,52 @@ def default_path(cfg, info) -> Path:
     return path
 
 
+def expected_rows(cfg, opts: Options) -> int:
+    """Rows a sweep will write: its settings, each space's budget (or valid size), the re-ranking."""
+    cfg = cfg.with_overrides(opts)
+    n = len(cfg.settings)
+    for space in cfg.spaces:
+        if not space.countable:  # never listed just to size a progress bar: the budget, else the size
+            n += cfg.budget or space.size
+            continue
+        valid = len(space.valid_settings(cfg.problem))
+        n += min(valid, cfg.budget) if cfg.budget else valid
+    return n + (cfg.rerank + 1 if cfg.rerank else 0)
+
+
 def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, backend=None) -> Result:
-    """Measure the config's settings, then search its spaces, then re-rank the best few."""
-    timing = cfg.timing
-    if opts.warmup is not None:
-        timing = replace(timing, warmup=opts.warmup)
-    if opts.repeat is not None:  # a fixed count: adaptive repeats off
-        timing = replace(timing, repeat=opts.repeat, max_repeat=max(opts.repeat, timing.max_repeat),
-                         adaptive=False)
+    """Measure the config's settings (the baseline first), then search its spaces, then re-rank the
+    best few; each row is written as it is measured and handed to on_row."""
     check_options(opts)
+    cfg = cfg.with_overrides(opts)
     own = backend is None
     backend = backend or open_backend(cfg, opts)
     try:
-        return _run(cfg, opts, timing, backend, on_row)
+        return _run(cfg, opts, backend, on_row)
     finally:
         if own:
             backend.close()
 
 
-def _identity(info, problem):
+def _identity(info, problem) -> Callable[[Setting], dict]:
+    """What the sweep prepares once per setting, before measuring it: its build options, source hash
+    and family figures (results.PREPARED, for a row whose worker could not report them) and its resume key."""
+    done: dict = {}
+
     def ident(setting: Setting) -> dict:
-        family = get_family(setting.family)
-        options = " ".join(family.options(problem, family.resolve(setting.values)))
-        source_hash = family.source_hash()
-        return {"build_options": options, "source_hash": source_hash,
-                "key": results.resume_key(info, problem, setting, options, source_hash)}
+        if setting.key not in done:
+            family = get_family(setting.family)
+            values = family.resolve(setting.values)
+            options = " ".join(family.options(problem, values))
+            source_hash = family.source_hash()
+            done[setting.key] = {"build_options": options, "source_hash": source_hash,
+                                 **family.figures(problem, values),
+                                 "key": results.resume_key(info, problem, setting, options, source_hash)}
+        return done[setting.key]
     return ident
 
 
-def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
+def _run(cfg, opts: Options, backend, on_row) -> Result:
     from . import peakstore
     from .device_values import bind_config
 
@@ -139,66 +155,85 @@ def _run(cfg, opts: Options, timing: Timing, backend, on_row) -> Result:
     if refusal:
         raise UserError(refusal)
     cfg = bind_config(cfg, info)  # device.* values in its spaces and built-in settings
-    peaks = peakstore.lookup(info.name, info.platform, info.driver)
     path = Path(opts.resume or opts.out or default_path(cfg, info))
-    ident = _identity(info, problem)
-    res = Result(path)
-    header = schema.make_header(cfg.name, problem.key, info)
-    with results.ResultsFile(path, header, resume=bool(opts.resume)) as sink:
-        results.save_device_info(path, info)
-        resumed, had_rerank = _resumed(path, opts.retry_failed) if opts.resume else ({}, False)
-        strategy = ["listed"]
+    recorder = results.Recorder(path, info, problem, cfg.name, _identity(info, problem), cfg.timing.noisy_cv,
+                                peakstore.lookup(info.name, info.platform, info.driver), cfg.baseline or "",
+                                on_row)
+    with recorder.open(schema.make_header(cfg.name, problem.key, info), resume=bool(opts.resume)):
+        steps = Steps(cfg, backend, recorder, opts.retry_failed)
+        outcomes = steps.baseline() + steps.listed()
+        steps.search()
+        return steps.rerank(outcomes)
 
-        def record(m: Measurement, phase: str) -> Outcome:
-            extra = {"phase": phase, "strategy": strategy[0], "seq": len(res.rows),
-                     "baseline": cfg.baseline or "", **ident(m.setting)}
-            row = results.to_row(m, info, problem, cfg.name, timing.noisy_cv, extra, peaks)
-            sink.append(row)
-            res.rows.append(row)
-            on_row(row)
-            return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
 
-        def timing_now() -> Timing:
-            return replace(timing, incumbent_ms=sweep.incumbent()) if timing.adaptive else timing
+class Steps:
+    """The phases of one sweep, in order: the baseline (which sets the per-setting timeout), the
+    config's other listed settings, the search of its spaces, the re-ranking of the best few."""
 
-        def measure(setting: Setting, upcoming) -> Measurement:
-            return backend.measure(problem, setting, timing_now(), upcoming)
-
-        sweep = Sweep(measure, lambda s: ident(s)["key"], record, resumed)
+    def __init__(self, cfg, backend, recorder, retry_failed: bool):
+        self.cfg, self.backend, self.rec = cfg, backend, recorder
+        self.settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
+        resumed = resumed_outcomes(recorder.held, retry_failed) if recorder.held is not None else {}
+        self.sweep = Sweep(self._measure, lambda s: recorder.prepare(s)["key"], self._record, resumed)
         if hasattr(backend, "measure_many"):  # a farm: settings in parallel over its workers
-            sweep.measure_many = lambda settings: backend.measure_many(problem, timing_now, settings)
-            sweep.batch = backend.batch
-        settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
-        outcomes = sweep.run_settings(settings[:1])
-        if not (opts.timeout_s or cfg.timeout_s) and hasattr(backend, "timeout_s") and settings:
-            backend.timeout_s = default_timeout(_wall_ms(res.rows, path, ident(settings[0])["key"]))
-        outcomes += sweep.run_settings(settings[1:])
-        res.baseline_ms = outcomes[0].cost if outcomes else None
-        budget = Budget(opts.budget or cfg.budget, opts.time_limit_s or cfg.time_limit_s)
+            self.sweep.measure_many = lambda settings: backend.measure_many(cfg.problem, self._timing, settings)
+            self.sweep.batch = backend.batch
+
+    def _timing(self) -> Timing:
+        t = self.cfg.timing
+        return replace(t, incumbent_ms=self.sweep.incumbent()) if t.adaptive else t
+
+    def _measure(self, setting: Setting, upcoming) -> Measurement:
+        return self.backend.measure(self.cfg.problem, setting, self._timing(), upcoming)
+
+    def _record(self, m: Measurement, phase: str) -> Outcome:
+        row = self.rec.record(m, phase)
+        return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
+
+    def baseline(self) -> list[Outcome]:
+        """The baseline (else the first listed setting); without a configured timeout, its time sets
+        the worker's per-setting timeout."""
+        outcomes = self.sweep.run_settings(self.settings[:1])
+        if not self.cfg.timeout_s and hasattr(self.backend, "timeout_s") and self.settings:
+            row = self.rec.row(self.rec.prepare(self.settings[0])["key"])
+            self.backend.timeout_s = default_timeout(row["wall_ms"] if row is not None else None)
+        return outcomes
+
+    def listed(self) -> list[Outcome]:
+        return self.sweep.run_settings(self.settings[1:])
+
+    def search(self) -> None:
+        cfg, info = self.cfg, self.backend.info
+        budget = Budget(cfg.budget, cfg.time_limit_s)
         for space in cfg.spaces:
-            strategy[0] = opts.strategy or cfg.strategy
-            sweep.search(space, problem, info, strategy[0], budget, cfg.seed if opts.seed is None else opts.seed)
-        top = sweep.top(cfg.rerank if opts.rerank is None else opts.rerank)
+            self.rec.strategy = cfg.strategy
+            self.sweep.search(space, cfg.problem, info, cfg.strategy, budget, cfg.seed)
+
+    def rerank(self, outcomes: list[Outcome]) -> Result:
+        """The best few and the baseline measured again, interleaved, so their ranking and speedup
+        are side by side; a finished sweep resumed measures nothing again."""
+        cfg, rec = self.cfg, self.rec
+        res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
+        top = self.sweep.top(cfg.rerank)
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
-        strategy[0] = "rerank"
-        nothing_new = had_rerank and not res.rows  # a finished sweep resumed: measure nothing again
+        rec.strategy = "rerank"
+        nothing_new = rec.held_rerank and not rec.rows
         if len(top) >= 2 and not nothing_new:
-            rerank_timing = Timing(warmup=1, repeat=cfg.rerank_repeat, noisy_cv=timing.noisy_cv)
-            for m in backend.measure_interleaved(problem, [o.setting for o in top], rerank_timing):
-                record(m, "rerank")
-            final = [r for r in res.rows if r["phase"] == "rerank" and r["status"] == "ok"]
+            timing = Timing(warmup=1, repeat=cfg.rerank_repeat, noisy_cv=cfg.timing.noisy_cv)
+            for m in self.backend.measure_interleaved(cfg.problem, [o.setting for o in top], timing):
+                rec.record(m, "rerank")
+            final = [r for r in rec.rows if r["phase"] == "rerank" and r["status"] == "ok"]
         elif nothing_new:
-            df = results.load(path)
-            final = results.ok_rows(df[df["phase"] == "rerank"]).to_dict("records")
+            final = results.ok_rows(rec.held[rec.held["phase"] == "rerank"]).to_dict("records")
         else:
-            keys = {ident(o.setting)["key"] for o in top}
-            final = [r for r in res.rows if r["key"] in keys]
+            keys = {rec.prepare(o.setting)["key"] for o in top}
+            final = [r for r in rec.rows if r["key"] in keys]
         res.ranking = sorted(final, key=lambda r: r["run_ms_median"])
         base = [r for r in final if r["setting"] == cfg.baseline]
         if base:  # measured beside the others: the speedup is side by side
             res.baseline_ms = base[0]["run_ms_median"]
-    return res
+        return res
 
 
 def failure(result: Result, baseline: str | None) -> str | None:
@@ -217,12 +252,9 @@ def failure(result: Result, baseline: str | None) -> str | None:
     return f"{what} ({bad['status']}: {bad['error']}); the rows are in {result.path}"
 
 
-def _resumed(path: Path, retry_failed: bool = False) -> tuple[dict, bool]:
-    """Outcomes of the search rows already in the file, by key, and whether it holds a re-ranking.
-    With retry_failed the rows that are not ok are left out, so those settings are measured again."""
-    if not path.exists() or path.stat().st_size == 0:
-        return {}, False
-    df = results.load(path)
+def resumed_outcomes(df, retry_failed: bool = False) -> dict:
+    """Outcomes of the search rows a file held, by key. With retry_failed the rows that are not ok
+    are left out, so those settings are measured again."""
     out = {}
     for row in df[df["phase"] == "search"].to_dict("records"):
         if retry_failed and row["status"] != "ok":
@@ -230,18 +262,12 @@ def _resumed(path: Path, retry_failed: bool = False) -> tuple[dict, bool]:
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
         cost = row["run_ms_median"] if row["status"] == "ok" else None
         out[row["key"]] = Outcome(setting, row["status"], cost)
-    return out, bool((df["phase"] == "rerank").any())
+    return out
 
 
-def _wall_ms(rows: list, path: Path, key: str) -> float | None:
-    for row in rows:
-        if row["key"] == key:
-            return row["wall_ms"]
-    if path.exists():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # _resumed() has warned about this file's bad lines
-            df = results.load(path)
-        hit = df[df["key"] == key]
-        if len(hit):
-            return float(hit["wall_ms"].iloc[0])
-    return None
+def _resumed(path: Path, retry_failed: bool = False) -> tuple[dict, bool]:
+    """resumed_outcomes() of a file, and whether it holds a re-ranking (net/run.py resumes with it)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return {}, False
+    df = results.load(path)
+    return resumed_outcomes(df, retry_failed), bool((df["phase"] == "rerank").any())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import device_option, main
+from ..cli_base import device_option, main
 from ..errors import UserError
 
 
