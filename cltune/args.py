@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UserError
-from .problem import Problem
+from .problem import Problem, pair
 
 
 @dataclass
@@ -38,15 +38,13 @@ def contiguous(arr: np.ndarray | None) -> np.ndarray | None:
     return None if arr is None else np.ascontiguousarray(arr, dtype=np.float32)
 
 
-def _tuple(value, name: str) -> tuple[int, int]:
-    if isinstance(value, (bool, np.bool_)):
-        raise UserError(f"conv2d(): argument '{name}' must be an int or a tuple of two ints, not bool")
-    if isinstance(value, (int, np.integer)):
-        return int(value), int(value)
-    if (isinstance(value, (list, tuple)) and len(value) == 2
-            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value)):
-        return int(value[0]), int(value[1])
-    raise UserError(f"conv2d(): argument '{name}' must be an int or a tuple of two ints, not {value!r}")
+def _pair(value, name: str) -> tuple[int, int]:
+    """problem.pair, its refusal worded as torch words it."""
+    try:
+        return pair(value, name)
+    except ValueError:
+        what = "bool" if isinstance(value, (bool, np.bool_)) else repr(value)
+        raise UserError(f"conv2d(): argument '{name}' must be an int or a tuple of two ints, not {what}") from None
 
 
 def _dtypes(x, w, b) -> None:
@@ -71,9 +69,9 @@ def check(input, weight, bias, stride, padding, dilation, groups, activation=Non
     _dtypes(x, w, b)
     unbatched = x.ndim == 3
     x4 = x[None] if unbatched else x
-    sh, sw = _tuple(stride, "stride")
-    ph, pw = _tuple(padding, "padding")
-    dh, dw = _tuple(dilation, "dilation")
+    sh, sw = _pair(stride, "stride")
+    ph, pw = _pair(padding, "padding")
+    dh, dw = _pair(dilation, "dilation")
     if not isinstance(groups, (int, np.integer)) or isinstance(groups, (bool, np.bool_)):
         raise UserError(f"conv2d(): argument 'groups' must be int, not {type(groups).__name__}")
     if sh <= 0 or sw <= 0:

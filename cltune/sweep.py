@@ -145,8 +145,7 @@ class Sweep:
             done.append(outcome)
         return done
 
-    def top(self, k: int, among: Iterable[Outcome] | None = None) -> list[Outcome]:
-        """The k fastest ok settings (this run and resumed), fastest first."""
-        pool = list(among) if among is not None else list(self.outcomes.values())
-        ok = [o for o in pool if o.status == Status.OK.value and o.cost is not None]
+    def top(self, k: int) -> list[Outcome]:
+        """The k fastest ok settings of this run (resumed ones it met count too), fastest first."""
+        ok = [o for o in self.outcomes.values() if o.status == Status.OK.value and o.cost is not None]
         return sorted(ok, key=lambda o: o.cost)[:k]

@@ -53,6 +53,11 @@ GENERIC_PARAMS = (
 )
 
 
+# How a kernel's inner loop multiplies and adds (the MATH knob of conv2d, direct and the GEMMs).
+MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
+MATH_PARAM = Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()")
+
+
 def local_size(p: dict, ndim: int = 3) -> tuple[int, ...] | None:
     sizes = (p.get("LWS_X", 0), p.get("LWS_Y", 0), p.get("LWS_Z", 0))[:ndim]
     if not any(sizes):

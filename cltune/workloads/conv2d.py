@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
-from .base import Family, Launch, Param, global_size, local_size
+from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size
 
 # Ladder step -> the problem values it bakes in as macros (cumulative, as in the study).
 MACRO_STEPS = (
@@ -15,7 +15,6 @@ MACRO_STEPS = (
     ("PAD_H", "PAD_W", "STRIDE_H", "STRIDE_W"),
     ("IN_C",),
 )
-MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 MAX_UNROLL = 11  # the hand-unrolled body covers filters up to 11x11
 MAD24_LIMIT = 1 << 23  # mad24 multiplies 24-bit signed operands: keep every index below 2^23
 
@@ -117,7 +116,7 @@ register(Conv2dFamily(
               "ladder step: 1 bakes the filter size, 2 + dilation, 3 + pad and stride, 4 + input channels"),
         Param("UNROLL", (0, 1, 2), 0,
               "1: filter loops unrolled by hand, constant offsets folded; 2: loops kept, #pragma unroll"),
-        Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()"),
+        MATH_PARAM,
         Param("MAD24", (0, 1), 0, "mad24() for index arithmetic"),
         Param("SPLIT", (0, 1), 0, "interior kernel without bounds checks + border kernel with them"),
     ),

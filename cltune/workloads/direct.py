@@ -13,14 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import register
-from .base import Family, Launch, Param, global_size, local_size, round_up
+from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size, round_up
 from .buffers import scratch
 
 MAX_ACCUMULATORS = 512  # floats per work-item: beyond AVX-512's 32 x 16 no register file holds a block
 INDEX_LIMIT = 1 << 31  # the kernel indexes with int
 WEIGHT_CODES = {"kcrs": 0, "packed": 1}
 LOAD_CODES = {"ptr": 0, "vload": 1}
-MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 PADDING_CODES = {"check": 0, "split": 1, "zeropad": 2}
 PIXEL_CODES = {"tile": 0, "linear": 1}
 ORDER_CODES = {"pixels": 0, "channels": 1}
@@ -188,7 +187,7 @@ register(DirectFamily(
         Param("WEIGHTS", tuple(WEIGHT_CODES), "packed",
               "kcrs: original layout, lanes gathered; packed: host packs each channel block innermost"),
         Param("LOAD", tuple(LOAD_CODES), "ptr", "packed weight vectors read by pointer or by vloadN()"),
-        Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()"),
+        MATH_PARAM,
         Param("PADDING", tuple(PADDING_CODES), "zeropad",
               "check: bounds check per tap; split: interior blocks skip checks; "
               "zeropad: a timed pass writes a zero-padded input copy first"),

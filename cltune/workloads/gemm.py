@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from . import register
-from .base import Family, Launch, Param, global_size, local_size
+from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size
 from .buffers import cached, scratch
 from .gemm_layout import (col_elems, gemm_cols, group_dims, is_pointwise, kpad, local_bytes,
                           n_tiles, pack_weights)
@@ -20,7 +20,6 @@ from .gemm_layout import (col_elems, gemm_cols, group_dims, is_pointwise, kpad, 
 INT_LIMIT = 2**31 - 1  # the kernels index with 32-bit ints
 NHWC_BLOCK = 8  # channels and pixels per work-item of nhwc.cl's to_nhwc
 LAYOUTS = {"oihw": 0, "transposed": 1, "blocked": 2}
-MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 
 COMMON_PARAMS = (
     Param("TM", (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48), 16,
@@ -37,7 +36,7 @@ COMMON_PARAMS = (
     Param("LOAD", ("ptr", "vload"), "ptr",
           "vectors read from global memory (packed weights; VEC_DIM=p: unaligned B rows) by a "
           "vector pointer load or by vloadN(), a library call on PoCL"),
-    Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()"),
+    MATH_PARAM,
     Param("UNROLL_K", (1, 2, 4, 8), 1, "#pragma unroll factor of the reduction (channel) loop"),
     Param("ORDER", ("pk", "kp"), "pk",
           "global dimension 0 walks the pixel tiles (pk: neighbours share weights) or the channel "
