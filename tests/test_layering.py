@@ -32,3 +32,16 @@ def test_builtin_settings_list_in_the_registration_order_whatever_was_imported_f
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("[")[1].startswith("'conv2d', 'direct', 'im2col_gemm', 'implicit_gemm', "
                                                 "'winograd', 'depthwise'")
+
+
+def test_command_modules_import_the_shared_base_not_each_other():
+    # The bug: cli.py and cli_report.py imported each other (the package's only import cycle).
+    code = ("import sys\n"
+            "import cltune.cli_report, cltune.cli_farm, cltune.net.cli\n"
+            "assert 'cltune.cli' not in sys.modules, 'a command module imports cli.py'\n"
+            "import cltune.cli\n"
+            "names = set(cltune.cli.main.commands)\n"
+            "assert {'sweep', 'report', 'plot', 'worker', 'net'} <= names, names\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
