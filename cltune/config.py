@@ -85,8 +85,9 @@ class _Checker:
 
     def unknown(self, table: dict, allowed: set, where: str):
         for key in table:
-            if key not in allowed:
-                self.fail(f"{where}{key}", f"unknown key; expected one of {', '.join(sorted(allowed))}")
+            if key not in allowed:  # a key TOML quoted ("a\nb") is shown quoted: the error stays one line
+                shown = key if key.isprintable() else repr(key)
+                self.fail(f"{where}{shown}", f"unknown key; expected one of {', '.join(sorted(allowed))}")
 
     def get(self, table: dict, key: str, kinds, where: str, default=None, check=None, expected=""):
         if key not in table:

@@ -19,3 +19,12 @@ def test_bundled_config_loads_and_its_spaces_are_not_empty(name, info):
     for space in cfg.spaces:
         assert any(space.valid_settings(p, info) for p in problems), f"{name}: space {space.family} is empty"
     assert cfg.settings or cfg.spaces
+
+
+def test_an_unknown_key_holding_a_newline_is_reported_on_one_line():
+    # Found by test_properties: a quoted TOML key "\n" split the error message over two lines.
+    from cltune.errors import UserError
+
+    with pytest.raises(UserError) as err:
+        config.parse({"problem": {"\n": None}}, "prop.toml")
+    assert str(err.value).startswith("prop.toml: problem.'\\n': unknown key") and "\n" not in str(err.value)

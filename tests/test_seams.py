@@ -95,3 +95,4 @@ def test_a_results_file_of_a_newer_schema_is_refused_in_one_line_saying_how(tmp_
         results.load(path)
     assert "line 1: results schema 3, this cltune reads 2" in str(err.value)
     assert "upgrade" in str(err.value) and "\n" not in str(err.value)
+
