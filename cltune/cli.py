@@ -226,13 +226,13 @@ def _print_outcome(result, cfg) -> None:
         best = result.ranking[0]
         speedup = ""
         if result.baseline_ms:
-            speedup = f", {result.baseline_ms / best['run_ms_median']:.2f}x the baseline {cfg.baseline}"
-        click.echo(f"best: {best['setting']} {best['run_ms_median']:.3f} ms{speedup}")
+            speedup = f", {result.baseline_ms / best[schema.TIME]:.2f}x the baseline {cfg.baseline}"
+        click.echo(f"best: {best['setting']} {best[schema.TIME]:.3f} ms{speedup}")
     per_family = schema.fastest([r for r in result.rows if r["phase"] == "search"], per="family")
     if len(per_family) > 1:
         click.echo("best of each family (first pass): " + ", ".join(
-            f"{fam} {r['run_ms_median']:.3f} ms" for fam, r in sorted(per_family.items(),
-                                                                      key=lambda kv: kv[1]["run_ms_median"])))
+            f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in sorted(per_family.items(),
+                                                                      key=lambda kv: kv[1][schema.TIME])))
     shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
     click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
                + (f": {shown}" if failed else "") + ")")

@@ -188,7 +188,7 @@ class Steps:
 
     def _record(self, m: Measurement, phase: str) -> Outcome:
         row = self.rec.record(m, phase)
-        return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
+        return Outcome(m.setting, row["status"], row[schema.TIME] if row["status"] == "ok" else None)
 
     def baseline(self) -> list[Outcome]:
         """The baseline (else the first listed setting); without a configured timeout, its time sets
@@ -229,10 +229,10 @@ class Steps:
         else:
             keys = {rec.prepare(o.setting)["key"] for o in top}
             final = [r for r in rec.rows if r["key"] in keys]
-        res.ranking = sorted(final, key=lambda r: r["run_ms_median"])
+        res.ranking = sorted(final, key=lambda r: r[schema.TIME])
         base = [r for r in final if r["setting"] == cfg.baseline]
         if base:  # measured beside the others: the speedup is side by side
-            res.baseline_ms = base[0]["run_ms_median"]
+            res.baseline_ms = base[0][schema.TIME]
         return res
 
 
@@ -260,7 +260,7 @@ def resumed_outcomes(df, retry_failed: bool = False) -> dict:
         if retry_failed and row["status"] != "ok":
             continue
         setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
-        cost = row["run_ms_median"] if row["status"] == "ok" else None
+        cost = row[schema.TIME] if row["status"] == "ok" else None
         out[row["key"]] = Outcome(setting, row["status"], cost)
     return out
 
