@@ -24,10 +24,10 @@ class FarmBackend:
         from .tune import DEFAULT_TIMEOUT_S
 
         self.farm, self.kind, self.info, self.grace_s = farm, kind, kind.info, grace_s
-        self.kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed if opts.seed is None else opts.seed,
-                           prebuild=opts.prebuild)
+        cfg = cfg.with_overrides(opts)
+        self.kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
         self.modules = tuple(opts.modules)
-        self.timeout_s = opts.timeout_s or cfg.timeout_s or DEFAULT_TIMEOUT_S
+        self.timeout_s = cfg.timeout_s or DEFAULT_TIMEOUT_S
         self.batch = max(1, len(kind.workers))
         self.rerank_worker = ""
 
