@@ -230,9 +230,9 @@ def _print_outcome(result, cfg) -> None:
         click.echo(f"best: {best['setting']} {best[schema.TIME]:.3f} ms{speedup}")
     per_family = schema.fastest([r for r in result.rows if r["phase"] == "search"], per="family")
     if len(per_family) > 1:
-        click.echo("best of each family (first pass): " + ", ".join(
-            f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in sorted(per_family.items(),
-                                                                      key=lambda kv: kv[1][schema.TIME])))
+        ranked = sorted(per_family.items(), key=lambda kv: kv[1][schema.TIME])
+        click.echo("best of each family (first pass): "
+                   + ", ".join(f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in ranked))
     shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
     click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
                + (f": {shown}" if failed else "") + ")")
