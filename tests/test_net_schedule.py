@@ -74,6 +74,49 @@ def test_gradient_policy_favours_the_largest_weighted_latency_and_round_robin_sh
     assert sum(grad.values()) == 22 and grad["heavy"] >= 3 * grad["light"]
 
 
+def flat_and_improving(seed=0, policy="gradient", budget_extra=12):
+    """A heavy task whose search never beats its built-in, and a light one whose every search trial
+    lowers it; returns {task: trials after the built-ins} and the network time reached."""
+    from cltune.net.schedule import network_ms
+
+    states = states_for({"heavy": (4, conv(64, 32)), "light": (1, conv(16, 8))}, n_own=80)
+    costs = {"heavy": lambda i: 10.0, "light": lambda i: 1.0 if i == 0 else 1.0 / (i + 1)}
+
+    def cost(st, s, up, phase):
+        return costs[st.task.name](s.values["BLOCK_W"] - 1)
+
+    Scheduler(states, cost, Budget(settings=2 + budget_extra), policy, transfer=False, seed=seed).run()
+    return {st.task.name: len(st.tried) - 1 for st in states}, network_ms(states)
+
+
+def test_a_light_task_that_improves_gets_trials_beside_a_heavy_flat_one():
+    """Guards against the plain Ansor estimate (weight x best / trials) alone, which gave every
+    trial to the heavy task that never improves and none to a light one whose first steps halve it:
+    every task first gets a round of WINDOW search trials, then the gradient follows the gains."""
+    from cltune.net.schedule import WINDOW
+
+    for seed in range(5):
+        got, total = flat_and_improving(seed)
+        assert got["light"] >= WINDOW and got["heavy"] >= WINDOW - 1, got
+        assert total < 4 * 10.0 + 1.0 / WINDOW
+
+
+def test_a_task_that_stopped_improving_gives_way_to_one_that_still_improves(monkeypatch):
+    """Guards against Ansor's optimistic forward estimate (weight x best / trials) feeding a heavy
+    task that never improves for ever: after PATIENCE search trials without a new best it waits,
+    and the trials go to the task whose every trial still pays. Round-robin splits evenly."""
+    from cltune.net import schedule
+
+    monkeypatch.setattr(schedule, "EPSILON", 0.0)  # no random picks: the allocation is exact
+    for seed in range(3):
+        got, _ = flat_and_improving(seed, budget_extra=60)
+        assert schedule.PATIENCE <= got["heavy"] <= schedule.PATIENCE + 1, got
+    monkeypatch.setattr(schedule, "PATIENCE", 10**9)  # Ansor's estimate alone feeds the flat task
+    assert flat_and_improving(0, budget_extra=60)[0]["heavy"] > 40
+    rr, _ = flat_and_improving(0, "round-robin", budget_extra=60)
+    assert rr == {"heavy": 30, "light": 30}
+
+
 def test_budget_counts_the_builtins_and_no_task_repeats_a_setting():
     states = states_for({"a": (1, conv(16, 16)), "b": (1, conv(32, 8))}, n_own=5)
     seen = []

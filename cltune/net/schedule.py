@@ -5,7 +5,11 @@ next trials, and transfer picks what a task tries first. No OpenCL here: the cal
 The gradient policy follows Ansor's task scheduler: the network's time is sum(weight x best ms);
 a task's score estimates how fast more trials would lower it, from how much its best fell over the
 last few trials (backward) and how far it could still fall at its current rate (forward,
-best / trials). Round-robin gives every task the next trial in turn.
+best / trials). As in MetaSchedule, every task first gets a round of its own search (WINDOW
+trials, heaviest task first) so that the backward term has trials to read: without it a light task
+whose first local step would halve it is never tried while a heavy one that has converged keeps
+its share. Then the top task gets the next trials; with probability EPSILON a random live task
+does; ties are broken at random (seeded). Round-robin gives every task the next trial in turn.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ ALPHA = 0.2  # weight of the backward (observed) improvement against the forward
 WINDOW = 3  # trials over which the backward improvement is measured
 TRANSFER_SOURCES = 3  # nearest tuned tasks a task's search starts from
 TRANSFER_PER_SOURCE = 2  # best settings taken from each
+FIRST_ROUND = WINDOW  # search trials every task gets (heaviest first) before the gradient can judge it
+PATIENCE = 16  # search trials without a new best after which a task waits until every task is as stale
+EPSILON = 0.05  # chance that a gradient policy gives the next trials to a random live task
 POLICIES = ("gradient", "round-robin")
 
 
@@ -48,6 +55,7 @@ class TaskState:
     settings: dict = field(default_factory=dict)  # ident(setting) -> Setting
     history: list = field(default_factory=list)  # best cost after each trial (inf before the first ok)
     cursor: int = 0
+    n_builtin: int = 0  # trials that were built-ins (the search's own count starts after them)
     # The settings one knob away from a setting that this task may run (the spaces' other values for
     # each knob, constraints and device limits applied): where the search goes from its best so far.
     neighbours: Callable[[Setting], list] = lambda setting: []
@@ -73,11 +81,12 @@ class TaskState:
         ok = sorted((c, key) for key, c in self.tried.items() if c is not None)
         return [self.settings[key] for _, key in ok[:k]]
 
-    def add(self, setting: Setting, cost: float | None) -> None:
+    def add(self, setting: Setting, cost: float | None, builtin: bool = False) -> None:
         self.tried[ident(setting)] = cost
         self.settings[ident(setting)] = setting
         best = self.best
         self.history.append(math.inf if best is None else best)
+        self.n_builtin += builtin
 
     def next_own(self) -> tuple[Setting, list] | None:
         """An untried neighbour of the best setting so far (a local step), else the next point of
@@ -136,6 +145,13 @@ def score(st: TaskState) -> float:
     return w * (ALPHA * backward + (1 - ALPHA) * forward)
 
 
+def stale(st: TaskState) -> int:
+    """Search trials since the task's best last fell (since its built-ins when it never did)."""
+    h, n = st.history, len(st.history)
+    since = next((n - i for i in range(n - 1, st.n_builtin - 1, -1) if i > 0 and h[i] < h[i - 1]), None)
+    return (n - st.n_builtin) if since is None else since - 1
+
+
 @dataclass
 class Scheduler:
     states: list[TaskState]
@@ -146,6 +162,7 @@ class Scheduler:
     step: int = 2  # trials a task gets each time the gradient policy picks it
     clock: Callable[[], float] = time.monotonic
     on_trial: Callable[[TaskState, Setting, str], None] = lambda st, s, phase: None
+    seed: int = 0
     spent: int = 0
 
     def run(self) -> list[TaskState]:
@@ -154,7 +171,7 @@ class Scheduler:
             for i, s in enumerate(st.builtins):
                 if ident(s) not in st.tried:
                     self._trial(st, s, st.builtins[i + 1:i + 5], "builtin")
-        rr = 0
+        rr, rng = 0, random.Random(f"scheduler:{self.seed}")
         while not self._spent():
             live = [st for st in self.states if self._next(st) is not None]
             if not live:
@@ -162,8 +179,14 @@ class Scheduler:
             if self.policy == "round-robin":
                 st, n = live[rr % len(live)], 1
                 rr += 1
+            elif rng.random() < EPSILON:
+                st, n = rng.choice(live), self.step
             else:
-                st, n = max(live, key=score), self.step  # max keeps the first of equal scores
+                live = [x for x in live if len(x.history) - x.n_builtin < FIRST_ROUND] or live
+                live = [x for x in live if stale(x) < PATIENCE] or live
+                scores = [score(x) for x in live]
+                top = max(scores)
+                st, n = rng.choice([x for x, v in zip(live, scores) if v == top]), self.step
             for _ in range(n):
                 nxt = self._next(st)
                 if nxt is None or self._spent():
@@ -181,7 +204,7 @@ class Scheduler:
         return None if own is None else (*own, "search")
 
     def _trial(self, st: TaskState, setting: Setting, upcoming, phase: str) -> None:
-        st.add(setting, self.evaluate(st, setting, list(upcoming), phase))
+        st.add(setting, self.evaluate(st, setting, list(upcoming), phase), builtin=phase == "builtin")
         self.spent += 1
         self.on_trial(st, setting, phase)
 
