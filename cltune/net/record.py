@@ -19,7 +19,7 @@ from .tasks import make_tasks
 
 
 def record(net: Network, cfg, backend, table: str | Path, points: int | None, seed: int,
-           time_limit_s: float | None = None, echo=print) -> int:
+           time_limit_s: float | None = None, echo=print, clock=time.monotonic) -> int:
     """Measure what is missing of the recording; returns how many settings were measured now."""
     info = backend.info
     cfg = bind_config(cfg, info)
@@ -29,7 +29,7 @@ def record(net: Network, cfg, backend, table: str | Path, points: int | None, se
     run_dir = _run_dir(net, NetOptions(out=table, resume=table if resume else None), info, tasks)
     results.save_device_info(run_dir / "network.csv", info)
     states = [task_state(t, i, cfg.spaces, info, seed) for i, t in enumerate(tasks)]
-    start, counter = time.monotonic(), {"measured": 0}
+    start, counter = clock(), {"measured": 0}
     with ExitStack() as stack:
         sweeps = {}
         for task in tasks:
@@ -39,7 +39,7 @@ def record(net: Network, cfg, backend, table: str | Path, points: int | None, se
             sink = stack.enter_context(results.ResultsFile(path, header, resume=resume))
             sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, None, counter)
         for st, setting, phase in _plan(states, points):
-            if time_limit_s is not None and time.monotonic() - start >= time_limit_s:
+            if time_limit_s is not None and clock() - start >= time_limit_s:
                 echo(f"time limit reached after {counter['measured']} settings; run again to continue")
                 break
             sweep = sweeps[st.task.name]
