@@ -10,12 +10,13 @@ Three modes:
           at several budget points; a trial is a look-up, so the policies differ only in what they
           choose, never in the machine's noise. Prints mean, spread and per-seed wins, and with
           --detail each task's trials and best at the largest budget.
-  live    measure as it goes, both policies in one run, each (task, setting) measured once and
-          shared, so they differ only in what they chose to measure (one seed; a confirmation).
+  live    measure as it goes, both policies in one run for a few seeds, each (task, setting)
+          measured once and shared, so they differ only in what they chose to measure (a confirmation
+          on the machine itself; its spread over seeds is as wide as replay's).
 
     python benchmarks/net_schedule.py record --network resnet18 --table results/land_resnet18 [--points N]
     python benchmarks/net_schedule.py replay results/land_resnet18 --extra 20,40,80,160 --seeds 30 [--detail]
-    python benchmarks/net_schedule.py live --network resnet18 --extra 0,20,40,80 [--device D]
+    python benchmarks/net_schedule.py live --network resnet18 --extra 20,40,80 --seeds 3 [--device D]
 
 Figures are sum(weight x median run ms) of the best setting found per task, event-timed as
 `cltune net` measures them.
@@ -56,7 +57,8 @@ def main(argv=None):
     live.add_argument("--network", default="resnet18")
     live.add_argument("--extra", default="0,20,40,80")
     live.add_argument("--device", default=None)
-    live.add_argument("--seed", type=int, default=0)
+    live.add_argument("--seed", type=int, default=0, help="the first seed")
+    live.add_argument("--seeds", type=int, default=3, help="seeds run per policy (measurements shared)")
     live.add_argument("--all", action="store_true")
     live.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -199,25 +201,27 @@ def live_mode(args):
             memo[key] = statistics.median(r.run_ms for r in m.rounds) if ok else None
         return memo[key]
 
+    seeds = range(args.seed, args.seed + max(1, args.seeds))
     try:
-        for combo in [c for c in COMBOS if args.all or c in MAIN]:
-            policy, transfer = COMBOS[combo]
-            states = [task_state(t, i, cfg.spaces, info, args.seed) for i, t in enumerate(tasks)]
-            n_builtin = sum(len(s.builtins) for s in states)
-            curve = []
-            Scheduler(states, evaluate, Budget(settings=n_builtin + extras[-1]), policy, transfer,
-                      on_trial=lambda st, s, phase: curve.append(network_ms(states)), seed=args.seed).run()
-            rows += [{"network": net.name, "policy": combo, "seed": args.seed, "extra_trials": e,
-                      "budget": n_builtin + e, "network_ms": curve[min(n_builtin + e, len(curve)) - 1]}
-                     for e in extras]
-            print(f"{combo}: done ({len(memo)} distinct measurements so far)")
+        for seed in seeds:  # the policies of one seed back to back, so a drift of the machine hits both
+            for combo in [c for c in COMBOS if args.all or c in MAIN]:
+                policy, transfer = COMBOS[combo]
+                states = [task_state(t, i, cfg.spaces, info, seed) for i, t in enumerate(tasks)]
+                n_builtin = sum(len(s.builtins) for s in states)
+                curve = []
+                Scheduler(states, evaluate, Budget(settings=n_builtin + extras[-1]), policy, transfer,
+                          on_trial=lambda st, s, phase: curve.append(network_ms(states)), seed=seed).run()
+                rows += [{"network": net.name, "policy": combo, "seed": seed, "extra_trials": e,
+                          "budget": n_builtin + e, "network_ms": curve[min(n_builtin + e, len(curve)) - 1]}
+                         for e in extras]
+                print(f"seed {seed} {combo}: done ({len(memo)} distinct measurements so far)", flush=True)
     finally:
         backend.close()
     df = pd.DataFrame(rows)
     if args.out:
         df.to_csv(args.out, index=False)
-    print(f"{net.name}: live, one seed, measurements shared between the policies")
-    print(summary(df, 1))
+    print(f"{net.name}: live, each (task, setting) measured once and shared by the policies and seeds")
+    print(summary(df, len(seeds)))
 
 
 if __name__ == "__main__":
