@@ -46,6 +46,8 @@ def main(argv=None):
     rec.add_argument("--time-limit", type=float, default=None, help="stop after S seconds; run again to continue")
     rec.add_argument("--device", default=None)
     rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--again", action="store_true",
+                     help="measure every task's built-ins once more (a drift check; replay takes the median)")
     rep = sub.add_parser("replay", help="run the policies over a recorded table, many seeds")
     rep.add_argument("table", help="a folder written by `record`, or a `cltune net` run folder")
     rep.add_argument("--extra", default="20,40,80,160", help="trials after the built-ins at which to read")
@@ -94,11 +96,19 @@ def _backend(device, seed):
 
 
 def record_mode(args):
-    from cltune.net.record import record
+    from cltune.net.record import again, record
     from cltune.net.tables import load
 
     net = load(args.network)
     cfg, backend = _backend(args.device, args.seed)
+    if args.again:
+        try:
+            before, now = again(net, cfg, backend, args.table, args.seed)
+        finally:
+            backend.close()
+        print(f"{net.name}: built-ins only, as recorded {before:.3f} ms, measured again now {now:.3f} ms "
+              f"({now / before:.3f}x): {'the machine drifted; record on a quiet machine' if abs(now / before - 1) > 0.05 else 'no drift beyond 5%'}")
+        return
     try:
         measured = record(net, cfg, backend, args.table, args.points, args.seed, args.time_limit)
     finally:

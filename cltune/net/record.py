@@ -78,3 +78,32 @@ def _plan(states, points: int | None):
         for st in states:
             if k < len(st.order) and ident(st.order[k]) not in st.tried:
                 yield st, st.order[k], "record"
+
+
+def again(net: Network, cfg, backend, table: str | Path, seed: int, echo=print) -> tuple[float, float]:
+    """Measure every task's built-ins once more into the recording (a replay takes the median of a
+    setting's rows): a drift of the machine between the start of a recording and now shows as a
+    change of the built-ins' network time. Returns that time as recorded before and as measured now."""
+    from .replay import builtin_only, load_table
+
+    info = backend.info
+    cfg = bind_config(cfg, info)
+    table = Path(table)
+    _, before = load_table(table)
+    tasks = make_tasks(net)
+    _run_dir(net, NetOptions(out=table, resume=table), info, tasks)  # the same network, or one line
+    counter, now = {"measured": 0}, 0.0
+    with ExitStack() as stack:
+        for i, task in enumerate(tasks):
+            header = schema.make_header(task_config(net, task), task.problem.key, info)
+            sink = stack.enter_context(results.ResultsFile(run_dir_file(table, task), header, resume=True))
+            sweep = _sweep(task, net, cfg, info, backend, sink, {}, None, counter)
+            sweep.strategy = "builtin"
+            costs = [sweep.record(backend.measure(task.problem, s, cfg.timing, []), "search").cost
+                     for s in task_state(task, i, cfg.spaces, info, seed).builtins]
+            now += task.weight * min((c for c in costs if c is not None), default=float("nan"))
+    return builtin_only(before), now
+
+
+def run_dir_file(table: Path, task) -> Path:
+    return table / f"{task.name}.csv"

@@ -30,7 +30,6 @@ WINDOW = 3  # trials over which the backward improvement is measured
 TRANSFER_SOURCES = 3  # nearest tuned tasks a task's search starts from
 TRANSFER_PER_SOURCE = 2  # best settings taken from each
 FIRST_ROUND = WINDOW  # search trials every task gets (heaviest first) before the gradient can judge it
-PATIENCE = 16  # search trials without a new best after which a task waits until every task is as stale
 EPSILON = 0.05  # chance that a gradient policy gives the next trials to a random live task
 POLICIES = ("gradient", "round-robin")
 
@@ -145,13 +144,6 @@ def score(st: TaskState) -> float:
     return w * (ALPHA * backward + (1 - ALPHA) * forward)
 
 
-def stale(st: TaskState) -> int:
-    """Search trials since the task's best last fell (since its built-ins when it never did)."""
-    h, n = st.history, len(st.history)
-    since = next((n - i for i in range(n - 1, st.n_builtin - 1, -1) if i > 0 and h[i] < h[i - 1]), None)
-    return (n - st.n_builtin) if since is None else since - 1
-
-
 @dataclass
 class Scheduler:
     states: list[TaskState]
@@ -183,7 +175,6 @@ class Scheduler:
                 st, n = rng.choice(live), self.step
             else:
                 live = [x for x in live if len(x.history) - x.n_builtin < FIRST_ROUND] or live
-                live = [x for x in live if stale(x) < PATIENCE] or live
                 scores = [score(x) for x in live]
                 top = max(scores)
                 st, n = rng.choice([x for x, v in zip(live, scores) if v == top]), self.step
