@@ -2,6 +2,7 @@
 mode), on the fake backend of test_net_schedule: no device."""
 
 import importlib.util
+from dataclasses import replace
 import json
 import math
 from pathlib import Path
@@ -107,3 +108,27 @@ def _bench():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_again_measures_the_builtins_once_more_and_replay_takes_the_median(tmp_path):
+    """Guards against a drift check that measures nothing new, or whose second rows a replay
+    ignores (a recording's built-ins taken while the machine was busy stay inflated)."""
+    from cltune.net.record import again
+
+    table = tmp_path / "tiny"
+    record(small_net(), config.load("net_spaces"), NetFake(), table, 2, 0, echo=lambda line: None)
+    _, first = load_table(table)
+
+    class Busy(NetFake):  # the machine three times slower now
+        def measure(self, problem, setting, timing, upcoming=()):
+            m = super().measure(problem, setting, timing, upcoming)
+            return replace(m, rounds=tuple(replace(r, run_ms=3 * r.run_ms, total_ms=3 * r.total_ms)
+                                           for r in m.rounds))
+
+    second = Busy()
+    before, now = again(small_net(), config.load("net_spaces"), second, table, 0, echo=lambda line: None)
+    assert len(second.measured) == sum(len(r.builtins) for r in first)
+    assert now == pytest.approx(3 * before) and before == pytest.approx(builtin_only(first))
+    _, after = load_table(table)
+    assert [r.builtins for r in after] == [r.builtins for r in first]
+    assert builtin_only(after) == pytest.approx(2 * before)  # the median of 1x and 3x
