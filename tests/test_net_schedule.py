@@ -74,38 +74,9 @@ def test_gradient_policy_favours_the_largest_weighted_latency_and_round_robin_sh
     assert sum(grad.values()) == 22 and grad["heavy"] >= 3 * grad["light"]
 
 
-def flat_and_improving(seed=0, policy="gradient", budget_extra=12):
-    """A heavy task whose search never beats its built-in, and a light one whose every search trial
-    lowers it; returns {task: trials after the built-ins} and the network time reached."""
-    from cltune.net.schedule import network_ms
-
-    states = states_for({"heavy": (4, conv(64, 32)), "light": (1, conv(16, 8))}, n_own=80)
-    costs = {"heavy": lambda i: 10.0, "light": lambda i: 1.0 if i == 0 else 1.0 / (i + 1)}
-
-    def cost(st, s, up, phase):
-        return costs[st.task.name](s.values["BLOCK_W"] - 1)
-
-    Scheduler(states, cost, Budget(settings=2 + budget_extra), policy, transfer=False, seed=seed).run()
-    return {st.task.name: len(st.tried) - 1 for st in states}, network_ms(states)
-
-
-def test_a_light_task_that_improves_gets_trials_beside_a_heavy_flat_one():
-    """Guards against the plain Ansor estimate (weight x best / trials) alone, which gave every
-    trial to the heavy task that never improves and none to a light one whose first steps halve it:
-    every task first gets a round of WINDOW search trials, then the gradient follows the gains."""
-    from cltune.net.schedule import WINDOW
-
-    for seed in range(5):
-        got, total = flat_and_improving(seed)
-        assert got["light"] >= WINDOW and got["heavy"] >= WINDOW - 1, got
-        assert total < 4 * 10.0 + 1.0 / WINDOW
-
-
 def test_a_heavy_improving_task_gets_more_trials_than_a_light_flat_one_and_round_robin_is_even():
     """Guards against a scheduler blind to weight x latency (Ansor's chain rule): the heavy task
-    whose trials keep paying gets most of the budget once every task had its first round."""
-    from cltune.net.schedule import WINDOW
-
+    whose trials keep paying gets most of the budget, whatever the seed breaking ties."""
     def run(policy, seed):
         states = states_for({"heavy": (4, conv(64, 32)), "light": (1, conv(16, 8))}, n_own=80)
         cost = lambda st, s, up, ph: 10.0 - 0.05 * s.values["BLOCK_W"] if st.task.name == "heavy" else 1.0  # noqa: E731
@@ -114,7 +85,7 @@ def test_a_heavy_improving_task_gets_more_trials_than_a_light_flat_one_and_round
 
     for seed in range(5):
         got = run("gradient", seed)
-        assert got["heavy"] >= 3 * got["light"] and got["light"] >= WINDOW, got
+        assert got["heavy"] >= 3 * got["light"], got
     assert run("round-robin", 0) == {"heavy": 20, "light": 20}
 
 

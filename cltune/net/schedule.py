@@ -5,11 +5,11 @@ next trials, and transfer picks what a task tries first. No OpenCL here: the cal
 The gradient policy follows Ansor's task scheduler: the network's time is sum(weight x best ms);
 a task's score estimates how fast more trials would lower it, from how much its best fell over the
 last few trials (backward) and how far it could still fall at its current rate (forward,
-best / trials). As in MetaSchedule, every task first gets a round of its own search (WINDOW
-trials, heaviest task first) so that the backward term has trials to read: without it a light task
-whose first local step would halve it is never tried while a heavy one that has converged keeps
-its share. Then the top task gets the next trials; with probability EPSILON a random live task
-does; ties are broken at random (seeded). Round-robin gives every task the next trial in turn.
+best / trials); the top task gets the next trials, ties broken at random (seeded). Round-robin
+gives every task the next trial in turn. (A first round of search for every task, as MetaSchedule
+gives, a random task with probability 0.05, and a task that waits after 16 trials without a new
+best were tried in replay over recorded networks: none lowered the network time reached; see
+benchmarks/net_schedule.py.)
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ ALPHA = 0.2  # weight of the backward (observed) improvement against the forward
 WINDOW = 3  # trials over which the backward improvement is measured
 TRANSFER_SOURCES = 3  # nearest tuned tasks a task's search starts from
 TRANSFER_PER_SOURCE = 2  # best settings taken from each
-FIRST_ROUND = WINDOW  # search trials every task gets (heaviest first) before the gradient can judge it
-EPSILON = 0.05  # chance that a gradient policy gives the next trials to a random live task
 POLICIES = ("gradient", "round-robin")
 
 
@@ -54,7 +52,6 @@ class TaskState:
     settings: dict = field(default_factory=dict)  # ident(setting) -> Setting
     history: list = field(default_factory=list)  # best cost after each trial (inf before the first ok)
     cursor: int = 0
-    n_builtin: int = 0  # trials that were built-ins (the search's own count starts after them)
     # The settings one knob away from a setting that this task may run (the spaces' other values for
     # each knob, constraints and device limits applied): where the search goes from its best so far.
     neighbours: Callable[[Setting], list] = lambda setting: []
@@ -80,12 +77,11 @@ class TaskState:
         ok = sorted((c, key) for key, c in self.tried.items() if c is not None)
         return [self.settings[key] for _, key in ok[:k]]
 
-    def add(self, setting: Setting, cost: float | None, builtin: bool = False) -> None:
+    def add(self, setting: Setting, cost: float | None) -> None:
         self.tried[ident(setting)] = cost
         self.settings[ident(setting)] = setting
         best = self.best
         self.history.append(math.inf if best is None else best)
-        self.n_builtin += builtin
 
     def next_own(self) -> tuple[Setting, list] | None:
         """An untried neighbour of the best setting so far (a local step), else the next point of
@@ -171,10 +167,7 @@ class Scheduler:
             if self.policy == "round-robin":
                 st, n = live[rr % len(live)], 1
                 rr += 1
-            elif rng.random() < EPSILON:
-                st, n = rng.choice(live), self.step
             else:
-                live = [x for x in live if len(x.history) - x.n_builtin < FIRST_ROUND] or live
                 scores = [score(x) for x in live]
                 top = max(scores)
                 st, n = rng.choice([x for x, v in zip(live, scores) if v == top]), self.step
@@ -195,7 +188,7 @@ class Scheduler:
         return None if own is None else (*own, "search")
 
     def _trial(self, st: TaskState, setting: Setting, upcoming, phase: str) -> None:
-        st.add(setting, self.evaluate(st, setting, list(upcoming), phase), builtin=phase == "builtin")
+        st.add(setting, self.evaluate(st, setting, list(upcoming), phase))
         self.spent += 1
         self.on_trial(st, setting, phase)
 
