@@ -106,8 +106,10 @@ def record_mode(args):
             before, now = again(net, cfg, backend, args.table, args.seed)
         finally:
             backend.close()
+        verdict = ("the machine drifted; record on a quiet machine" if abs(now / before - 1) > 0.05
+                   else "no drift beyond 5%")
         print(f"{net.name}: built-ins only, as recorded {before:.3f} ms, measured again now {now:.3f} ms "
-              f"({now / before:.3f}x): {'the machine drifted; record on a quiet machine' if abs(now / before - 1) > 0.05 else 'no drift beyond 5%'}")
+              f"({now / before:.3f}x): {verdict}")
         return
     try:
         measured = record(net, cfg, backend, args.table, args.points, args.seed, args.time_limit)

@@ -1,7 +1,7 @@
 """Record a network's tuning landscape for replay: every task's built-in settings, the settings a
-local search from them reaches, what transfer from similar tasks offers, then up to `points` points of each task's own seeded order, each
-measured once into the task's results file of a run folder (the layout `cltune net` writes, so
-either can be replayed). Tasks take turns, so a recording cut short by its time limit is still
+local search from them reaches, what transfer from similar tasks offers, then up to `points` points
+of each task's own seeded order, each measured once into the task's results file of a run folder
+(the layout `cltune net` writes, so either can be replayed). Tasks take turns, so a recording cut short by its time limit is still
 even, and a second call continues it: what a task's file holds is read back, not measured again."""
 
 from __future__ import annotations
