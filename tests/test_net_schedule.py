@@ -74,6 +74,21 @@ def test_gradient_policy_favours_the_largest_weighted_latency_and_round_robin_sh
     assert sum(grad.values()) == 22 and grad["heavy"] >= 3 * grad["light"]
 
 
+def test_a_heavy_improving_task_gets_more_trials_than_a_light_flat_one_and_round_robin_is_even():
+    """Guards against a scheduler blind to weight x latency (Ansor's chain rule): the heavy task
+    whose trials keep paying gets most of the budget, whatever the seed breaking ties."""
+    def run(policy, seed):
+        states = states_for({"heavy": (4, conv(64, 32)), "light": (1, conv(16, 8))}, n_own=80)
+        cost = lambda st, s, up, ph: 10.0 - 0.05 * s.values["BLOCK_W"] if st.task.name == "heavy" else 1.0  # noqa: E731
+        Scheduler(states, cost, Budget(settings=2 + 40), policy, transfer=False, seed=seed).run()
+        return {st.task.name: len(st.tried) - 1 for st in states}
+
+    for seed in range(5):
+        got = run("gradient", seed)
+        assert got["heavy"] >= 3 * got["light"], got
+    assert run("round-robin", 0) == {"heavy": 20, "light": 20}
+
+
 def test_budget_counts_the_builtins_and_no_task_repeats_a_setting():
     states = states_for({"a": (1, conv(16, 16)), "b": (1, conv(32, 8))}, n_own=5)
     seen = []

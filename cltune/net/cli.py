@@ -6,6 +6,7 @@ import click
 
 from ..cli_base import device_option, main
 from ..errors import UserError
+from .schedule import POLICIES
 
 
 @main.command("net")
@@ -15,7 +16,7 @@ from ..errors import UserError
               help="Settings measured in total over all tasks, built-ins included.")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds of tuning in total (the built-ins are always measured).")
-@click.option("--policy", type=click.Choice(["gradient", "round-robin"]), default="gradient", show_default=True,
+@click.option("--policy", type=click.Choice(list(POLICIES)), default="gradient", show_default=True,
               help="Which task gets the next trials.")
 @click.option("--no-transfer", is_flag=True, help="Do not start a task's search from similar tasks' best settings.")
 @click.option("--spaces", default="net_spaces", show_default=True,

@@ -24,7 +24,7 @@ from .. import schema
 from .. import results, tune
 from ..errors import UserError
 from ..sweep import Budget, Outcome, Sweep
-from .schedule import Scheduler, TaskState, ident, neighbours, network_ms, own_order
+from .schedule import POLICIES, Scheduler, TaskState, ident, neighbours, network_ms, own_order
 from .tables import Network
 from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
 
@@ -66,8 +66,8 @@ def default_dir(net: Network, info) -> Path:
 def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
     if opts.budget is None and opts.time_limit_s is None:
         raise UserError("cltune net needs a budget: --budget N (settings in total) or --time-limit S")
-    if opts.policy not in ("gradient", "round-robin"):
-        raise UserError(f"unknown scheduling policy {opts.policy!r}; known: gradient, round-robin")
+    if opts.policy not in POLICIES:
+        raise UserError(f"unknown scheduling policy {opts.policy!r}; known: {', '.join(POLICIES)}")
     cfg = cfgmod.load(opts.spaces)
     own = backend is None
     backend = backend or tune.open_backend(cfg, tune.Options(device=opts.device, isolation=opts.isolation,
@@ -149,7 +149,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
                  + (f"(network {total:.3f} ms)" if total == total else "(network: tasks without a figure yet)"))
 
         sched = Scheduler(states, evaluate, Budget(opts.budget, opts.time_limit_s), opts.policy,
-                          opts.transfer, on_trial=on_trial)
+                          opts.transfer, on_trial=on_trial, seed=seed)
         sched.run()
     summary = summarize(states, info)
     summary.to_csv(run_dir / "network.csv", index=False)

@@ -5,7 +5,11 @@ next trials, and transfer picks what a task tries first. No OpenCL here: the cal
 The gradient policy follows Ansor's task scheduler: the network's time is sum(weight x best ms);
 a task's score estimates how fast more trials would lower it, from how much its best fell over the
 last few trials (backward) and how far it could still fall at its current rate (forward,
-best / trials). Round-robin gives every task the next trial in turn.
+best / trials); the top task gets the next trials, ties broken at random (seeded). Round-robin
+gives every task the next trial in turn. (A first round of search for every task, as MetaSchedule
+gives, a random task with probability 0.05, and a task that waits after 16 trials without a new
+best were tried in replay over recorded networks: none lowered the network time reached; see
+benchmarks/net_schedule.py.)
 """
 
 from __future__ import annotations
@@ -146,6 +150,7 @@ class Scheduler:
     step: int = 2  # trials a task gets each time the gradient policy picks it
     clock: Callable[[], float] = time.monotonic
     on_trial: Callable[[TaskState, Setting, str], None] = lambda st, s, phase: None
+    seed: int = 0
     spent: int = 0
 
     def run(self) -> list[TaskState]:
@@ -154,7 +159,7 @@ class Scheduler:
             for i, s in enumerate(st.builtins):
                 if ident(s) not in st.tried:
                     self._trial(st, s, st.builtins[i + 1:i + 5], "builtin")
-        rr = 0
+        rr, rng = 0, random.Random(f"scheduler:{self.seed}")
         while not self._spent():
             live = [st for st in self.states if self._next(st) is not None]
             if not live:
@@ -163,7 +168,9 @@ class Scheduler:
                 st, n = live[rr % len(live)], 1
                 rr += 1
             else:
-                st, n = max(live, key=score), self.step  # max keeps the first of equal scores
+                scores = [score(x) for x in live]
+                top = max(scores)
+                st, n = rng.choice([x for x, v in zip(live, scores) if v == top]), self.step
             for _ in range(n):
                 nxt = self._next(st)
                 if nxt is None or self._spent():

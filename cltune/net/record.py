@@ -1,0 +1,109 @@
+"""Record a network's tuning landscape for replay: every task's built-in settings, the settings a
+local search from them reaches, what transfer from similar tasks offers, then up to `points` points
+of each task's own seeded order, each measured once into the task's results file of a run folder
+(the layout `cltune net` writes, so either can be replayed). Tasks take turns, so a recording cut short by its time limit is still
+even, and a second call continues it: what a task's file holds is read back, not measured again."""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from .. import results, schema, tune
+from ..device_values import bind_config
+from .run import NetOptions, _run_dir, _sweep, task_config, task_state
+from .schedule import ident, transfer_candidates
+from .tables import Network
+from .tasks import make_tasks
+
+
+def record(net: Network, cfg, backend, table: str | Path, points: int | None, seed: int,
+           time_limit_s: float | None = None, echo=print, clock=time.monotonic) -> int:
+    """Measure what is missing of the recording; returns how many settings were measured now."""
+    info = backend.info
+    cfg = bind_config(cfg, info)
+    tasks = make_tasks(net)
+    table = Path(table)
+    resume = (table / "network.json").exists()
+    run_dir = _run_dir(net, NetOptions(out=table, resume=table if resume else None), info, tasks)
+    results.save_device_info(run_dir / "network.csv", info)
+    states = [task_state(t, i, cfg.spaces, info, seed) for i, t in enumerate(tasks)]
+    start, counter = clock(), {"measured": 0}
+    with ExitStack() as stack:
+        sweeps = {}
+        for task in tasks:
+            path = run_dir / f"{task.name}.csv"
+            resumed = tune._resumed(path)[0] if resume else {}
+            header = schema.make_header(task_config(net, task), task.problem.key, info)
+            sink = stack.enter_context(results.ResultsFile(path, header, resume=resume))
+            sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, None, counter)
+        for st, setting, phase in _plan(states, points):
+            if time_limit_s is not None and clock() - start >= time_limit_s:
+                echo(f"time limit reached after {counter['measured']} settings; run again to continue")
+                break
+            sweep = sweeps[st.task.name]
+            sweep.strategy = phase
+            before = counter["measured"]
+            st.add(setting, sweep._evaluate(setting, []).cost)
+            if counter["measured"] > before and counter["measured"] % 50 == 0:
+                echo(f"[{counter['measured']} measured] {phase} {st.task.name} {setting.name}")
+    return counter["measured"]
+
+
+def _plan(states, points: int | None):
+    """(state, setting, phase), decided as the costs come in: every task's built-ins; then a climb,
+    one task after another, each taking the next untried setting one knob away from its best so far
+    (what a task's search tries first, so the replay's local steps find what the live ones would);
+    then the best settings of each task's nearest similar tasks (what transfer offers it); then the
+    k-th point of every task's own order, k = 0, 1, ... up to `points`."""
+    for st in states:
+        for s in st.builtins:
+            if ident(s) not in st.tried:
+                yield st, s, "builtin"
+    climbing = list(states)
+    while climbing:
+        for st in list(climbing):
+            best = st.best_setting
+            near = [n for n in (st.neighbours(best) if best is not None else []) if ident(n) not in st.tried]
+            if near:
+                yield st, near[0], "climb"
+            else:
+                climbing.remove(st)
+    for st in states:  # what transfer would offer each task at the end of the climb
+        for s in transfer_candidates(st, states):
+            yield st, s, "transfer"
+    longest = max((len(st.order) for st in states), default=0)
+    for k in range(longest if points is None else min(points, longest)):
+        for st in states:
+            if k < len(st.order) and ident(st.order[k]) not in st.tried:
+                yield st, st.order[k], "record"
+
+
+def again(net: Network, cfg, backend, table: str | Path, seed: int, echo=print) -> tuple[float, float]:
+    """Measure every task's built-ins once more into the recording (a replay takes the median of a
+    setting's rows): a drift of the machine between the start of a recording and now shows as a
+    change of the built-ins' network time. Returns that time as recorded before and as measured now."""
+    from .replay import builtin_only, load_table
+
+    info = backend.info
+    cfg = bind_config(cfg, info)
+    table = Path(table)
+    _, before = load_table(table)
+    tasks = make_tasks(net)
+    _run_dir(net, NetOptions(out=table, resume=table), info, tasks)  # the same network, or one line
+    counter, now = {"measured": 0}, 0.0
+    with ExitStack() as stack:
+        for i, task in enumerate(tasks):
+            header = schema.make_header(task_config(net, task), task.problem.key, info)
+            sink = stack.enter_context(results.ResultsFile(run_dir_file(table, task), header, resume=True))
+            sweep = _sweep(task, net, cfg, info, backend, sink, {}, None, counter)
+            sweep.strategy = "builtin"
+            costs = [sweep.record(backend.measure(task.problem, s, cfg.timing, []), "search").cost
+                     for s in task_state(task, i, cfg.spaces, info, seed).builtins]
+            now += task.weight * min((c for c in costs if c is not None), default=float("nan"))
+    return builtin_only(before), now
+
+
+def run_dir_file(table: Path, task) -> Path:
+    return table / f"{task.name}.csv"
