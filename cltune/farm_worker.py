@@ -64,7 +64,16 @@ class DevicePlugin(WorkerPlugin):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="cltune-device")
         if self.runner is None:
             self.runner = self.pool.submit(WorkerRunner, self.device).result()
-        self.info, self.kind = self.runner.info, kind_of(self.runner.info)
+        self.pool.submit(self._warm_up).result()
+        self.info, self.kind = self.runner.info, kind_of(self.runner.info)  # ready: identity() answers
+
+    def _warm_up(self) -> None:
+        from .worker import START_TIMEOUT_S, WorkerDied
+
+        try:
+            self.runner.call("warm_up", timeout=START_TIMEOUT_S)
+        except WorkerDied:
+            pass  # its measuring process is started again at the first setting, as after a crash
 
     def teardown(self, worker):
         if self.pool is not None:
