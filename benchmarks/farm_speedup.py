@@ -6,6 +6,8 @@ kernel cache is off (POCL_KERNEL_CACHE=0), so every round builds its kernels as 
 rounds alternate 1 2, 2 1, 1 2 ... so drift on a shared machine hits both alike. The time counted is
 the sweep's (settings, search, no re-ranking), not the cluster's start. A control at the end
 runs two plain local sweeps at once, without Dask: on a shared machine, the ceiling for two workers.
+Each round also prints how much of the sweep its workers spent idle (from Dask's task stream): a
+figure a busy machine hardly moves, unlike settings per second.
 
     python benchmarks/farm_speedup.py [--config tune_small] [--rounds 3] [--min-time-ms 20]
 """
@@ -28,24 +30,23 @@ from cltune import config, farm, tune  # noqa: E402
 from cltune.farm_backend import FarmBackend  # noqa: E402
 
 
-def idle_fraction(task_stream: list) -> tuple[float, float]:
-    """(the share of each worker's time, from its first task's start to its last one's end, spent
-    between two tasks; the median such gap in ms), from Dask's task stream (each task's compute
-    start and stop on its worker). Far less sensitive to a busy machine than settings per second."""
+def idle_fraction(task_stream: list, start: float, stop: float, workers: int) -> tuple[float, float]:
+    """(the share of the sweep's time, start to stop, that its workers spent not measuring -- between
+    two settings, waiting for the baseline, at the end --; the median gap between two settings on a
+    worker, ms), from Dask's task stream (each task's compute start and stop on its worker). Far less
+    sensitive to a busy machine than settings per second."""
     spans: dict[str, list] = {}
     for task in task_stream:
         for ss in task.get("startstops", ()):
             if ss["action"] == "compute":
                 spans.setdefault(task["worker"], []).append((ss["start"], ss["stop"]))
-    total = 0.0
-    gaps = []
+    busy, gaps = 0.0, []
     for intervals in spans.values():
         intervals.sort()
-        total += intervals[-1][1] - intervals[0][0]
-        for (_, stop), (start, _) in zip(intervals, intervals[1:]):
-            gaps.append(max(0.0, start - stop))
-    idle = sum(gaps)
-    return (idle / total if total else 0.0), (statistics.median(gaps) * 1e3 if gaps else 0.0)
+        busy += sum(b - a for a, b in intervals)
+        gaps += [max(0.0, b - a) for (_, a), (b, _) in zip(intervals, intervals[1:])]
+    total = (stop - start) * workers
+    return max(0.0, 1 - busy / total), (statistics.median(gaps) * 1e3 if gaps else 0.0)
 
 
 def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, float, tuple]:
@@ -60,10 +61,10 @@ def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, floa
         opts = tune.Options(out=out, rerank=0, strategy="exhaustive", budget=10**6)  # the whole space
         backend = FarmBackend(f, kind, cfg, opts)
         with get_task_stream(client=f.client) as ts:
-            t0, cpu0 = time.perf_counter(), time.process_time()
+            t0, cpu0, w0 = time.perf_counter(), time.process_time(), time.time()
             res = tune.run(cfg, opts, backend=backend)
             seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        idle = idle_fraction(ts.data)
+        idle = idle_fraction(ts.data, w0, w0 + seconds, workers)
     finally:
         f.close()
     spread = Counter(r["worker"] for r in res.rows)
@@ -118,7 +119,7 @@ def main() -> None:
                 rates[n].append(rate)
                 idles[n].append(idle)
                 print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s, "
-                      f"per worker {spread}, workers idle {idle:.1%} (median gap {gap_ms:.1f} ms), "
+                      f"per worker {spread}, workers idle {idle:.1%} of the sweep (median gap between settings {gap_ms:.1f} ms), "
                       f"client and scheduler {client:.0%} of a core", flush=True)
         plain = ceiling(cfg, Path(tmp))
     load = os.getloadavg()

@@ -123,8 +123,10 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print) -> N
     """`cltune worker`: open the device, then serve the scheduler until stopped."""
     import asyncio
 
+    import dask
     from distributed import Worker
 
+    from .farm import QUIET
     from .worker import WorkerRunner
 
     runner = WorkerRunner(device)
@@ -132,6 +134,7 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print) -> N
     echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.compute_units} compute units)")
 
     async def run():
+        dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
         async with Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1},
                           plugins=(DevicePlugin(device, runner),)) as worker:
             echo(f"worker {worker.name} at {worker.address}, joined {scheduler} as {kind}")
