@@ -4,7 +4,7 @@
 // The whole problem is baked in as macros (BATCH, IN_C, IN_H, IN_W, OUT_C, OUT_H, OUT_W, FH, FW,
 // SH, SW, PH, PW, DH, DW, HAS_BIAS, TILES_W, TILES_H): a depthwise layer is cheap to compile and
 // every index becomes a constant. The knobs:
-//   VEC     outputs per work-item along a row, computed as one float vector (1, 2, 4, 8)
+//   VEC     outputs per work-item along a row, computed as one float vector (1, 2, 4, 8, 16)
 //   ROWS    output rows per work-item; the input rows they share are loaded once after unrolling
 //   KPER    output channels per work-item that read the same input channel (divides MULT)
 //   PAD     0: every load checked against the input's edges; 1: rows checked (one uniform branch
@@ -28,6 +28,7 @@
 
 // Element-wise stores: LLVM merges them into one vector store (vstoreN is a call in PoCL 3.0).
 #define PUT(p, v, i) (p)[i] = (v).s##i;
+#define PUTX(p, v, i, c) (p)[i] = (v).s##c;  // element i >= 10 is component s##c (a..f)
 #if VEC == 1
 #define VSTORE(v, p) *(p) = (v);
 #elif VEC == 2
@@ -37,6 +38,11 @@
 #elif VEC == 8
 #define VSTORE(v, p) \
     PUT(p, v, 0) PUT(p, v, 1) PUT(p, v, 2) PUT(p, v, 3) PUT(p, v, 4) PUT(p, v, 5) PUT(p, v, 6) PUT(p, v, 7)
+#elif VEC == 16
+#define VSTORE(v, p)                                                                           \
+    PUT(p, v, 0) PUT(p, v, 1) PUT(p, v, 2) PUT(p, v, 3) PUT(p, v, 4) PUT(p, v, 5) PUT(p, v, 6)   \
+    PUT(p, v, 7) PUT(p, v, 8) PUT(p, v, 9) PUTX(p, v, 10, a) PUTX(p, v, 11, b) PUTX(p, v, 12, c) \
+    PUTX(p, v, 13, d) PUTX(p, v, 14, e) PUTX(p, v, 15, f)
 #endif
 
 #if UNROLL
@@ -77,8 +83,13 @@
 #elif VEC == 8
 #define GATHER(T, p, x) \
     (float8)(T(p, x, 0), T(p, x, 1), T(p, x, 2), T(p, x, 3), T(p, x, 4), T(p, x, 5), T(p, x, 6), T(p, x, 7))
+#elif VEC == 16
+#define GATHER(T, p, x)                                                                                 \
+    (float16)(T(p, x, 0), T(p, x, 1), T(p, x, 2), T(p, x, 3), T(p, x, 4), T(p, x, 5), T(p, x, 6),       \
+              T(p, x, 7), T(p, x, 8), T(p, x, 9), T(p, x, 10), T(p, x, 11), T(p, x, 12), T(p, x, 13),   \
+              T(p, x, 14), T(p, x, 15))
 #else
-#error "VEC must be 1, 2, 4 or 8"
+#error "VEC must be 1, 2, 4, 8 or 16"
 #endif
 
 // Unchecked loads. LOAD 0: one scalar load per column (LLVM merges stride-1 ones into a vector

@@ -9,6 +9,7 @@ from cltune.space import Setting
 from cltune.workloads import FAMILIES, Family, Param, get_family, register
 from cltune.workloads.depthwise import NAMED
 from cltune.workloads.diagonalwise import refactored_weight, refactored_weight_bytes, wrap_standard_families
+from tests.conftest import skip_wide_vectors
 
 QUICK = Timing(warmup=0, repeat=1)
 
@@ -58,6 +59,20 @@ def test_depthwise_variants_match_reference(runner, index):
     mult = problem.out_c // problem.in_c
     for params in VARIANTS[index % 2::2] + [{"VEC": 4, "ROWS": 2, "PAD": 1, "KPER": mult}]:
         m = runner.measure(problem, Setting.make("v", "depthwise", params), QUICK)
+        assert m.status == Status.OK, f"{params}: {m.status} {m.error} (max err {m.max_abs_err})"
+
+
+WIDE = [{"VEC": 16, "ROWS": 2, "PAD": 1, "LOAD": 1}, {"VEC": 16, "ROWS": 3, "PAD": 2, "LOAD": 2},
+        {"VEC": 16, "ROWS": 1, "PAD": 0, "LOAD": 0}]
+
+
+@pytest.mark.parametrize("shape", SHAPES[:4], ids=shape_id)
+def test_depthwise_float16_variants_match_reference(runner, shape):
+    # float16 rows (AVX-512's width): partial tiles wider than most of these rows, stride-2 loads.
+    problem = Problem.from_shapes(**shape)
+    skip_wide_vectors(runner, {"VEC": 16})
+    for params in WIDE:
+        m = runner.measure(problem, Setting.make("v16", "depthwise", params), QUICK)
         assert m.status == Status.OK, f"{params}: {m.status} {m.error} (max err {m.max_abs_err})"
 
 

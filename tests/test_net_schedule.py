@@ -192,12 +192,13 @@ def test_the_search_steps_one_knob_away_from_the_best_setting_first():
     """Guards against a search that only draws random points: the built-ins are good, and random
     points of a wide space rarely beat them; the next trial should change one knob of the best."""
     from cltune import config
+    from cltune.device_values import bind_config
     from cltune.net.run import task_state
     from cltune.net.schedule import neighbours
     from cltune.workloads import builtin_settings
     from tests.fakes import FAKE_INFO
 
-    spaces = config.load("net_spaces").spaces
+    spaces = bind_config(config.load("net_spaces"), FAKE_INFO).spaces  # as `cltune net` binds them
     p = conv(64, 28)
     best = Setting.make("direct_mali", *builtin_settings()["direct_mali"])
     near = neighbours(best, spaces, p, FAKE_INFO)
