@@ -6,6 +6,8 @@ kernel cache is off (POCL_KERNEL_CACHE=0), so every round builds its kernels as 
 rounds alternate 1 2, 2 1, 1 2 ... so drift on a shared machine hits both alike. The time counted is
 the sweep's (settings, search, no re-ranking), not the cluster's start. A control at the end
 runs two plain local sweeps at once, without Dask: on a shared machine, the ceiling for two workers.
+Each round also prints how much of the sweep its workers spent idle (from Dask's task stream): a
+figure a busy machine hardly moves, unlike settings per second.
 
     python benchmarks/farm_speedup.py [--config tune_small] [--rounds 3] [--min-time-ms 20]
 """
@@ -28,21 +30,46 @@ from cltune import config, farm, tune  # noqa: E402
 from cltune.farm_backend import FarmBackend  # noqa: E402
 
 
-def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, float]:
+def idle_fraction(task_stream: list, start: float, stop: float, workers: int) -> tuple[float, float]:
+    """(the share of the sweep's time, start to stop, that its workers spent not measuring -- between
+    two settings, waiting for the baseline, at the end --; the median gap between two settings on a
+    worker, ms), from Dask's task stream (each task's compute start and stop on its worker). Far less
+    sensitive to a busy machine than settings per second."""
+    spans: dict[str, list] = {}
+    for task in task_stream:
+        for ss in task.get("startstops", ()):
+            if ss["action"] == "compute":
+                spans.setdefault(task["worker"], []).append((ss["start"], ss["stop"]))
+    busy, gaps = 0.0, []
+    for intervals in spans.values():
+        intervals.sort()
+        busy += sum(b - a for a, b in intervals)
+        gaps += [max(0.0, b - a) for (_, a), (b, _) in zip(intervals, intervals[1:])]
+    total = (stop - start) * workers
+    return max(0.0, 1 - busy / total), (statistics.median(gaps) * 1e3 if gaps else 0.0)
+
+
+def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, float, tuple]:
     """(settings per second, settings, device, settings per worker, the share of a core this
-    process -- client and scheduler -- used) of one sweep of cfg on `workers` local workers."""
+    process -- client and scheduler -- used, (worker idle fraction, median gap ms)) of one sweep of
+    cfg on `workers` local workers."""
+    from distributed import get_task_stream
+
     f = farm.Farm(f"local:{workers}")
     try:
         kind = f.kinds[0]
         opts = tune.Options(out=out, rerank=0, strategy="exhaustive", budget=10**6)  # the whole space
         backend = FarmBackend(f, kind, cfg, opts)
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        res = tune.run(cfg, opts, backend=backend)
-        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        with get_task_stream(client=f.client) as ts:
+            t0, cpu0, w0 = time.perf_counter(), time.process_time(), time.time()
+            res = tune.run(cfg, opts, backend=backend)
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        idle = idle_fraction(ts.data, w0, w0 + seconds, workers)
     finally:
         f.close()
     spread = Counter(r["worker"] for r in res.rows)
-    return len(res.rows) / seconds, len(res.rows), kind.describe(), dict(sorted(spread.items())), cpu / seconds
+    return (len(res.rows) / seconds, len(res.rows), kind.describe(), dict(sorted(spread.items())),
+            cpu / seconds, idle)
 
 
 def ceiling(cfg, out_dir: Path) -> float:
@@ -84,13 +111,16 @@ def main() -> None:
 
         cfg = replace(cfg, timing=replace(cfg.timing, min_time_ms=args.min_time_ms))
     rates: dict[int, list[float]] = {1: [], 2: []}
+    idles: dict[int, list[float]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-                rate, count, device, spread, client = one_round(cfg, n, Path(tmp) / f"r{r}_w{n}.csv")
+                rate, count, device, spread, client, (idle, gap_ms) = one_round(cfg, n, Path(tmp) / f"r{r}_w{n}.csv")
                 rates[n].append(rate)
+                idles[n].append(idle)
                 print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s, "
-                      f"per worker {spread}, client and scheduler {client:.0%} of a core", flush=True)
+                      f"per worker {spread}, workers idle {idle:.1%} of the sweep (median gap between settings {gap_ms:.1f} ms), "
+                      f"client and scheduler {client:.0%} of a core", flush=True)
         plain = ceiling(cfg, Path(tmp))
     load = os.getloadavg()
     print(f"\nspace: {cfg.name}, {count} settings a sweep (exhaustive, no re-ranking), "
@@ -98,9 +128,10 @@ def main() -> None:
     print(f"device: {device}; host {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
-    print(f"{'workers':>8} {'settings/s (median)':>20} {'rounds':>30}")
+    print(f"{'workers':>8} {'settings/s (median)':>20} {'idle (median)':>14} {'rounds':>30}")
     for n, med in ((1, one), (2, two)):
-        print(f"{n:>8} {med:>20.2f} {' '.join(f'{v:.2f}' for v in rates[n]):>30}")
+        print(f"{n:>8} {med:>20.2f} {statistics.median(idles[n]):>14.1%} "
+              f"{' '.join(f'{v:.2f}' for v in rates[n]):>30}")
     print(f"two workers / one: {two / one:.2f}x")
     print(f"control, no Dask: two plain local sweeps at once, {plain:.2f} settings/s in all: "
           f"{plain / one:.2f}x one farm worker (what the machine's free cores allow now)")

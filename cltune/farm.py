@@ -25,6 +25,8 @@ ENV = "CLTUNE_FARM"
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
 START_TIMEOUT_S = 120.0
+# Dask settings that cost a worker's CPU and buy a farm nothing (see _local_cluster).
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.scheduler.work-stealing": False}
 
 
 class FarmError(UserError):
@@ -146,9 +148,12 @@ def _local_cluster(n: int, device):
             else:
                 os.environ[k] = v
     # Our measuring process is a child of the worker: Dask's workers must not be daemonic processes.
-    dask.config.set({"distributed.worker.daemon": False})
+    # The workers share this machine's cores with the measurements: no statistical profiler (a
+    # stack sample every 10 ms), no work stealing (one setting per worker, nothing to steal), no
+    # memory monitor (memory_limit 0; a worker holds only small results).
+    dask.config.set({"distributed.worker.daemon": False, **QUIET})
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=logging.ERROR,
+                        dashboard_address=None, silence_logs=logging.ERROR, memory_limit=0,
                         resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device)}, env=env)
 
 

@@ -7,6 +7,7 @@ waits, it watches the scheduler and the kind's workers (see farm.py for the faul
 
 from __future__ import annotations
 
+import queue
 import re
 import time
 import uuid
@@ -29,6 +30,7 @@ class FarmBackend:
         self.modules = tuple(opts.modules)
         self.timeout_s = cfg.timeout_s or DEFAULT_TIMEOUT_S
         self.batch = max(1, len(kind.workers))
+        self.workers: list[str] = list(kind.workers)  # the kind's live workers, as last seen
         self.rerank_worker = ""
 
     @property
@@ -47,27 +49,35 @@ class FarmBackend:
 
     def measure_many(self, problem, timing_now: Callable, settings: Iterator) -> Iterator[Measurement]:
         """Keep one setting in flight per worker of the kind; yield each measurement as it ends.
-        `timing_now()` is asked at each submission (adaptive repeats compare with the best so far).
-        The scheduler sends each to an idle worker (the least occupied); no setting is pinned to a
-        worker, since Dask would hold it forever when that worker is gone."""
+        When one ends, the next is submitted at once, before its result is fetched and recorded,
+        so a worker waits for the scheduler's round trip only, not for the client's bookkeeping.
+        `timing_now()` is asked at each submission (adaptive repeats compare with the best recorded
+        so far, which lacks the settings still in flight). The scheduler sends each to an idle
+        worker; none is queued behind another on a worker, nor pinned to one: Dask counts a worker's
+        death against every task it holds, and would hold a pinned one forever once it is gone."""
         from .farm_worker import measure_task
 
         inflight: dict = {}
+        arrivals, watch = _Arrivals(), _Watch(self)
 
         def top_up() -> None:
-            width = max(1, len(self.farm.alive(self.kind)))
-            while len(inflight) < width:
+            while len(inflight) < max(1, len(self.workers)):
                 s = next(settings, None)
                 if s is None:
                     return
-                inflight[self._submit(measure_task, problem, s, timing_now())] = s
+                fut = self._submit(measure_task, problem, s, timing_now())
+                inflight[fut] = s
+                arrivals.watch(fut)
 
         try:
+            self.workers = self.farm.alive(self.kind)
             top_up()
             while inflight:
-                for fut in self._wait(list(inflight)):
-                    yield self._result(fut, inflight.pop(fut))
+                fut = arrivals.next(watch)
+                setting = inflight.pop(fut)
                 top_up()
+                watch.check()  # also while results keep coming: the kind's workers as they are now
+                yield self._result(fut, setting)
         finally:
             for fut in inflight:
                 fut.cancel()
@@ -79,7 +89,9 @@ class FarmBackend:
         alive = self.farm.alive(self.kind)
         fut = self._submit(interleaved_task, problem, list(settings), timing,
                            workers=alive[:1], allow_other_workers=True)
-        self._wait([fut])
+        arrivals = _Arrivals()
+        arrivals.watch(fut)
+        arrivals.next(_Watch(self))
         try:
             out = self._get(fut)
         except FarmError:
@@ -88,17 +100,6 @@ class FarmBackend:
             return [self._failed(s, exc) for s in settings]
         self.rerank_worker = out[0].worker if out else ""
         return out
-
-    def _wait(self, futures: list) -> list:
-        """The futures that finished, waiting as long as the kind has a worker and the scheduler
-        answers; raises FarmError otherwise."""
-        watch = _Watch(self)
-        while True:
-            done = [f for f in futures if f.done()]
-            if done:
-                return done
-            time.sleep(0.02)  # futures resolve on the client's own thread; this only looks
-            watch.check()
 
     def _get(self, fut):
         """A finished future's value; its worker may die before handing it over, and then Dask
@@ -138,8 +139,28 @@ class FarmBackend:
         pass  # the Farm owns the client
 
 
+class _Arrivals:
+    """Futures in the order they finish, as Dask's done callbacks (on the client's own thread) tell
+    of them: no polling, so none waits on the client for a poll's period."""
+
+    def __init__(self):
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+
+    def watch(self, fut) -> None:
+        fut.add_done_callback(self.done.put)
+
+    def next(self, watch: "_Watch"):
+        """The next future to finish; the watch looks at the farm once a second meanwhile."""
+        while True:
+            try:
+                return self.done.get(timeout=0.5)
+            except queue.Empty:
+                watch.check()
+
+
 class _Watch:
-    """Once a second while waiting: is the scheduler there, has the kind a worker (for how long not)?"""
+    """Once a second while waiting: is the scheduler there, has the kind a worker (for how long not)?
+    What it sees of the kind's workers is kept in `backend.workers`."""
 
     def __init__(self, backend: FarmBackend):
         self.backend, self.orphaned_since, self.next = backend, None, time.monotonic() + 1.0
@@ -152,7 +173,8 @@ class _Watch:
         if b.farm.client.status != "running":
             raise FarmError(f"lost the farm's scheduler {b.farm.spec}; the rows so far are kept, "
                             "--resume continues")
-        if b.farm.alive(b.kind):
+        b.workers = b.farm.alive(b.kind)
+        if b.workers:
             self.orphaned_since = None
         elif self.orphaned_since is None:
             self.orphaned_since = time.monotonic()

@@ -64,7 +64,16 @@ class DevicePlugin(WorkerPlugin):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="cltune-device")
         if self.runner is None:
             self.runner = self.pool.submit(WorkerRunner, self.device).result()
-        self.info, self.kind = self.runner.info, kind_of(self.runner.info)
+        self.pool.submit(self._warm_up).result()
+        self.info, self.kind = self.runner.info, kind_of(self.runner.info)  # ready: identity() answers
+
+    def _warm_up(self) -> None:
+        from .worker import START_TIMEOUT_S, WorkerDied
+
+        try:
+            self.runner.call("warm_up", timeout=START_TIMEOUT_S)
+        except WorkerDied:
+            pass  # its measuring process is started again at the first setting, as after a crash
 
     def teardown(self, worker):
         if self.pool is not None:
@@ -114,8 +123,10 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print) -> N
     """`cltune worker`: open the device, then serve the scheduler until stopped."""
     import asyncio
 
+    import dask
     from distributed import Worker
 
+    from .farm import QUIET
     from .worker import WorkerRunner
 
     runner = WorkerRunner(device)
@@ -123,6 +134,7 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print) -> N
     echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.compute_units} compute units)")
 
     async def run():
+        dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
         async with Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1},
                           plugins=(DevicePlugin(device, runner),)) as worker:
             echo(f"worker {worker.name} at {worker.address}, joined {scheduler} as {kind}")

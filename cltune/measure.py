@@ -79,6 +79,18 @@ class Runner:
         if prebuild is not None:
             self.prebuild = prebuild
 
+    def warm_up(self) -> float:
+        """Build a one-line program once, so the OpenCL compiler's start-up (about 0.4 s on PoCL,
+        loading LLVM and its builtins) is not counted in the first setting's time; returns its ms.
+        A farm worker does this when it opens its device, long before its first setting."""
+        t0 = time.perf_counter()
+        try:
+            cl.Program(self.ctx, "__kernel void warm_up(__global float *x) { x[get_global_id(0)] = 0.0f; }"
+                       ).build(options=["-cl-std=CL1.2"])
+        except cl.Error:
+            pass  # a compiler that fails here fails the settings too, each as a build_error row
+        return (time.perf_counter() - t0) * 1e3
+
     # Problem data ------------------------------------------------------------------------------
     def load_problem(self, problem: Problem, inputs=None, reference: bool = True) -> None:
         """Upload inputs (seeded random unless given) and compute the float64 reference once."""

@@ -84,6 +84,101 @@ def test_resume_on_a_farm_measures_only_what_is_missing(tmp_path):
 distributed = pytest.importorskip("distributed")
 
 
+class DoneFuture:
+    """A Dask future that has finished by the time the client holds it; fetching it is logged."""
+
+    status = "finished"
+
+    def __init__(self, value, log):
+        self.value, self.log = value, log
+
+    def add_done_callback(self, fn):
+        fn(self)
+
+    def result(self, timeout=None):
+        self.log.append(("fetched", self.value.setting.name))
+        return self.value
+
+    def done(self):
+        return True
+
+    def cancel(self):
+        pass
+
+
+class LoggingClient:
+    """Measures at submission (a FakeBackend) and logs each submission."""
+
+    status = "running"
+
+    def __init__(self, log):
+        self.log = log
+
+    def submit(self, fn, conf, problem, setting, timing, **dask_options):
+        self.log.append(("submitted", setting.name))
+        return DoneFuture(FakeBackend().measure(problem, setting, timing), self.log)
+
+
+def test_a_worker_gets_its_next_setting_before_the_client_fetches_and_records_the_last(tmp_path):
+    # Bug guarded: the client fetching a result, writing its row (append + fsync) and only then
+    # submitting the next setting left each worker idle that long after every setting.
+    from types import SimpleNamespace
+
+    from cltune.farm import Kind
+    from cltune.farm_backend import FarmBackend
+
+    from .fakes import FAKE_INFO
+
+    log = []
+    fake_farm = SimpleNamespace(spec="fake", client=LoggingClient(log), alive=lambda kind: ["w0"])
+    cfg = make_config(budget=5, strategy="exhaustive")
+    opts = tune.Options(isolation=False, out=tmp_path / "f.csv", rerank=0)
+    backend = FarmBackend(fake_farm, Kind("k", FAKE_INFO, ["w0"]), cfg, opts)
+    res = tune.run(cfg, opts, on_row=lambda row: log.append(("recorded", row["setting"])), backend=backend)
+    search = [r["setting"] for r in res.rows if r["phase"] == "search"][1:]  # after the baseline
+    assert len(search) == len(set(search)) == 5
+    for last, nxt in zip(search, search[1:]):
+        assert log.index(("submitted", nxt)) < log.index(("fetched", last)) < log.index(("recorded", last)), log
+    assert max(sum(1 for e in log[:i] if e[0] == "submitted") - sum(1 for e in log[:i] if e[0] == "fetched")
+               for i in range(len(log) + 1)) == 2  # one worker: one setting ahead, never more
+
+
+@pytest.mark.parametrize("dies", [False, True])
+def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
+    # Bug guarded: the OpenCL compiler's start-up (0.4 s on PoCL) counted in each worker's first
+    # setting, the second worker's after the first's while the baseline is measured alone.
+    from types import SimpleNamespace
+
+    from cltune.farm_worker import PLUGIN, DevicePlugin, identity
+    from cltune.records import Status
+    from cltune.worker import WorkerDied
+
+    from .fakes import FAKE_INFO
+
+    class Runner:
+        info = FAKE_INFO
+
+        def __init__(self):
+            self.calls = []
+
+        def call(self, method, *args, timeout=None):
+            self.calls.append((method, identity(SimpleNamespace(plugins={PLUGIN: plugin}))))
+            if dies:
+                raise WorkerDied(Status.CRASHED, "worker died with SIGSEGV")
+
+        def close(self):
+            pass
+
+    runner = Runner()
+    plugin = DevicePlugin(None, runner)
+    plugin.setup(SimpleNamespace(name="board-1"))
+    try:
+        assert runner.calls == [("warm_up", None)]  # warmed before identity() says it is ready
+        assert identity(SimpleNamespace(plugins={PLUGIN: plugin}))["name"] == "board-1"
+    finally:
+        plugin.teardown(None)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """Two workers, PoCL limited to one thread in each (as the issue asks)."""
