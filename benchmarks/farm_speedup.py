@@ -9,7 +9,14 @@ runs two plain local sweeps at once, without Dask: on a shared machine, the ceil
 Each round also prints how much of the sweep its workers spent idle (from Dask's task stream): a
 figure a busy machine hardly moves, unlike settings per second.
 
-    python benchmarks/farm_speedup.py [--config tune_small] [--rounds 3] [--min-time-ms 20]
+    python benchmarks/farm_speedup.py [--config gemm_pointwise] [--strategy random] [--budget 60]
+                                      [--rounds 3] [--min-time-ms 20]
+
+The default sweep is 123 settings of the GEMM families on a MobileNet 1x1 layer (60 random points
+of each space and the built-ins; builds of 0.1-0.5 s, as a board's are), about 50 s on one worker.
+A short sweep shows the fixed costs instead: `--config tune_small --strategy exhaustive --budget 0`
+(31 settings, 3-5 s) spends a tenth of its time with one worker idle while the baseline, measured
+alone because its time sets the per-setting timeout, and the last setting run.
 """
 
 from __future__ import annotations
@@ -49,7 +56,13 @@ def idle_fraction(task_stream: list, start: float, stop: float, workers: int) ->
     return max(0.0, 1 - busy / total), (statistics.median(gaps) * 1e3 if gaps else 0.0)
 
 
-def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, float, tuple]:
+def options(out: Path, search: tuple[str, int]) -> "tune.Options":
+    """One pass over the space (or `budget` settings of it by `strategy`), no re-ranking."""
+    strategy, budget = search
+    return tune.Options(out=out, rerank=0, strategy=strategy, budget=budget or 10**6)
+
+
+def one_round(cfg, workers: int, out: Path, search: tuple[str, int]) -> tuple[float, int, str, dict, float, tuple]:
     """(settings per second, settings, device, settings per worker, the share of a core this
     process -- client and scheduler -- used, (worker idle fraction, median gap ms)) of one sweep of
     cfg on `workers` local workers."""
@@ -58,7 +71,7 @@ def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, floa
     f = farm.Farm(f"local:{workers}")
     try:
         kind = f.kinds[0]
-        opts = tune.Options(out=out, rerank=0, strategy="exhaustive", budget=10**6)  # the whole space
+        opts = options(out, search)
         backend = FarmBackend(f, kind, cfg, opts)
         with get_task_stream(client=f.client) as ts:
             t0, cpu0, w0 = time.perf_counter(), time.process_time(), time.time()
@@ -72,13 +85,12 @@ def one_round(cfg, workers: int, out: Path) -> tuple[float, int, str, dict, floa
             cpu / seconds, idle)
 
 
-def ceiling(cfg, out_dir: Path) -> float:
+def ceiling(cfg, out_dir: Path, search: tuple[str, int]) -> float:
     """Settings per second of two plain local sweeps (no Dask) of the same space at once, each in
     its own measuring process: what this machine gives two single-thread workers right now."""
     import threading
 
-    opts = [tune.Options(out=out_dir / f"plain{i}.csv", rerank=0, strategy="exhaustive", budget=10**6)
-            for i in range(2)]
+    opts = [options(out_dir / f"plain{i}.csv", search) for i in range(2)]
     backends = [tune.open_backend(cfg, o) for o in opts]  # devices opened before the clock starts
     counts = [0, 0]
 
@@ -99,11 +111,16 @@ def ceiling(cfg, out_dir: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="tune_small")
+    ap.add_argument("--config", default="gemm_pointwise")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--strategy", default="random", choices=("exhaustive", "random"),
+                    help="How the sweep walks the space (both are the same settings every round).")
+    ap.add_argument("--budget", type=int, default=60,
+                    help="Settings each space of a sweep measures (0: the whole space).")
     ap.add_argument("--min-time-ms", type=float, default=20.0,
                     help="Timed kernel time per setting at least (the config's, if larger).")
     args = ap.parse_args()
+    search = (args.strategy, args.budget)
     os.environ.update(POCL_MAX_PTHREAD_COUNT="1", POCL_CPU_MAX_CU_COUNT="1", POCL_KERNEL_CACHE="0")
     cfg = config.load(args.config)
     if cfg.timing.min_time_ms < args.min_time_ms:
@@ -115,15 +132,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for n in ((1, 2) if r % 2 == 0 else (2, 1)):
-                rate, count, device, spread, client, (idle, gap_ms) = one_round(cfg, n, Path(tmp) / f"r{r}_w{n}.csv")
+                out = Path(tmp) / f"r{r}_w{n}.csv"
+                rate, count, device, spread, client, (idle, gap_ms) = one_round(cfg, n, out, search)
                 rates[n].append(rate)
                 idles[n].append(idle)
                 print(f"round {r + 1}: {n} worker(s): {count} settings, {rate:.2f} settings/s, "
                       f"per worker {spread}, workers idle {idle:.1%} of the sweep (median gap between settings {gap_ms:.1f} ms), "
                       f"client and scheduler {client:.0%} of a core", flush=True)
-        plain = ceiling(cfg, Path(tmp))
+        plain = ceiling(cfg, Path(tmp), search)
     load = os.getloadavg()
-    print(f"\nspace: {cfg.name}, {count} settings a sweep (exhaustive, no re-ranking), "
+    print(f"\nspace: {cfg.name}, {count} settings a sweep ({args.strategy}, no re-ranking), "
           f"min_time_ms {cfg.timing.min_time_ms:g}")
     print(f"device: {device}; host {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
