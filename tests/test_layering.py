@@ -5,6 +5,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+def python(code: str) -> subprocess.CompletedProcess:
+    """A fresh interpreter running `code`, which must exit 0."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
 CONFIGS = sorted(p.stem for p in (Path(__file__).parent.parent / "configs").glob("*.toml"))
 
 
@@ -19,8 +26,7 @@ def test_configs_load_and_families_register_with_pyopencl_hidden():
         "for name in sorted(w.FAMILIES): w.get_family(name).source_hash()\n"
         "assert 'pyopencl' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
         "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = python(code)
     assert out.stdout.strip() == "ok"
 
 
@@ -28,8 +34,7 @@ def test_builtin_settings_list_in_the_registration_order_whatever_was_imported_f
     code = ("import cltune.workloads.depthwise, cltune.workloads.winograd\n"
             "from cltune.workloads import builtin_settings\n"
             "print(list(dict.fromkeys(fam for fam, _ in builtin_settings().values())))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = python(code)
     assert out.stdout.split("[")[1].startswith("'conv2d', 'direct', 'im2col_gemm', 'implicit_gemm', "
                                                 "'winograd', 'depthwise'")
 
@@ -43,5 +48,4 @@ def test_command_modules_import_the_shared_base_not_each_other():
             "names = set(cltune.cli.main.commands)\n"
             "assert {'sweep', 'report', 'plot', 'worker', 'net'} <= names, names\n"
             "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
+    out = python(code)
