@@ -27,8 +27,8 @@
 #endif
 
 // Element-wise stores: LLVM merges them into one vector store (vstoreN is a call in PoCL 3.0).
-#define PUT(p, v, i) (p)[i] = (v).s##i;
-#define PUTX(p, v, i, c) (p)[i] = (v).s##c;  // element i >= 10 is component s##c (a..f)
+#define PUTX(p, v, i, c) (p)[i] = (v).s##c;  // element i is component s##c (10..15: a..f)
+#define PUT(p, v, i) PUTX(p, v, i, i)
 #if VEC == 1
 #define VSTORE(v, p) *(p) = (v);
 #elif VEC == 2

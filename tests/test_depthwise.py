@@ -57,7 +57,12 @@ def test_depthwise_variants_match_reference(runner, index):
     # variants (alternating), so every variant meets three shapes and compile time stays low.
     problem = Problem.from_shapes(**SHAPES[index])
     mult = problem.out_c // problem.in_c
-    for params in VARIANTS[index % 2::2] + [{"VEC": 4, "ROWS": 2, "PAD": 1, "KPER": mult}]:
+    kper = {"VEC": 4, "ROWS": 2, "PAD": 1, "KPER": mult}
+    assert_variants_ok(runner, problem, VARIANTS[index % 2::2] + [kper])
+
+
+def assert_variants_ok(runner, problem, variants):
+    for params in variants:
         m = runner.measure(problem, Setting.make("v", "depthwise", params), QUICK)
         assert m.status == Status.OK, f"{params}: {m.status} {m.error} (max err {m.max_abs_err})"
 
@@ -71,9 +76,7 @@ def test_depthwise_float16_variants_match_reference(runner, shape):
     # float16 rows (AVX-512's width): partial tiles wider than most of these rows, stride-2 loads.
     problem = Problem.from_shapes(**shape)
     skip_wide_vectors(runner, {"VEC": 16})
-    for params in WIDE:
-        m = runner.measure(problem, Setting.make("v16", "depthwise", params), QUICK)
-        assert m.status == Status.OK, f"{params}: {m.status} {m.error} (max err {m.max_abs_err})"
+    assert_variants_ok(runner, problem, WIDE)
 
 
 @pytest.mark.parametrize("shape", SHAPES[:3], ids=shape_id)

@@ -6,8 +6,9 @@ from . import Family, Launch, Param, global_size, local_size, register, scratch
 
 # Built-in settings: a CPU pick (float8 rows, row reuse, edge checks only in edge tiles; float8 on
 # AVX-512 too: there float16 rows won the stride-1 layers by about 8% and lost the stride-2 ones,
-# where the .even trick reads two float16 vectors per row; the tuned spaces try both), a Mali pick (ARM's advice: float4 loads, a few outputs per thread, padding moved out of the conv
-# kernel) and the plain one-output-per-work-item kernel as the baseline.
+# where the .even trick reads two float16 vectors per row; the tuned spaces try both), a Mali pick
+# (ARM's advice: float4 loads, a few outputs per thread, padding moved out of the conv kernel) and
+# the plain one-output-per-work-item kernel as the baseline.
 NAMED = {
     "depthwise_cpu": {"VEC": 8, "ROWS": 4, "PAD": 1, "LOAD": 2},
     "depthwise_mali": {"VEC": 4, "ROWS": 2, "PAD": 2, "LOAD": 1, "UNROLL": 1},
