@@ -103,7 +103,7 @@ def record_mode(args):
     cfg, backend = _backend(args.device, args.seed)
     if args.again:
         try:
-            before, now = again(net, cfg, backend, args.table, args.seed)
+            before, now = again(net, cfg, backend, args.table)
         finally:
             backend.close()
         verdict = ("the machine drifted; record on a quiet machine" if abs(now / before - 1) > 0.05
@@ -170,15 +170,11 @@ def summary(df: pd.DataFrame, seeds: int) -> str:
 def detail(table, traces, budget: int, seeds: int) -> str:
     """Each task: weight, best built-in, best recorded, and per policy the mean trials it got and the
     mean best it reached at the largest budget."""
-    import math
-
     rows = []
     for rec in table:
-        ok = [c for c in rec.costs.values() if c is not None]
-        b_ok = [rec.costs[k] for k in rec.builtins if rec.costs[k] is not None]
-        row = {"task": rec.task.name, "w": rec.task.weight, "builtin_ms": min(b_ok, default=math.nan),
-               "best_ms": min(ok, default=math.nan), "points": len(rec.points)}
-        for combo in {c for c, _ in traces}:
+        row = {"task": rec.task.name, "w": rec.task.weight, "builtin_ms": rec.builtin_ms,
+               "best_ms": rec.best_ms, "points": len(rec.points)}
+        for combo in dict.fromkeys(c for c, _ in traces):  # in the order replayed
             got = [traces[combo, s].trials_at(budget).get(rec.task.name, 0) for s in range(seeds)]
             best = [traces[combo, s].task_best_at(budget, rec.task.name) for s in range(seeds)]
             row[f"{combo} trials"] = statistics.mean(got)

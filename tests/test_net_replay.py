@@ -126,7 +126,7 @@ def test_again_measures_the_builtins_once_more_and_replay_takes_the_median(tmp_p
                                            for r in m.rounds))
 
     second = Busy()
-    before, now = again(small_net(), config.load("net_spaces"), second, table, 0, echo=lambda line: None)
+    before, now = again(small_net(), config.load("net_spaces"), second, table)
     assert len(second.measured) == sum(len(r.builtins) for r in first)
     assert now == pytest.approx(3 * before) and before == pytest.approx(builtin_only(first))
     _, after = load_table(table)

@@ -5,7 +5,6 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-
 from cltune.net import run as netrun
 from cltune.net.schedule import Scheduler, TaskState, distance, transfer_candidates
 from cltune.net.tables import Layer, Network

@@ -1,8 +1,9 @@
 """Record a network's tuning landscape for replay: every task's built-in settings, the settings a
 local search from them reaches, what transfer from similar tasks offers, then up to `points` points
 of each task's own seeded order, each measured once into the task's results file of a run folder
-(the layout `cltune net` writes, so either can be replayed). Tasks take turns, so a recording cut short by its time limit is still
-even, and a second call continues it: what a task's file holds is read back, not measured again."""
+(the layout `cltune net` writes, so either can be replayed). Tasks take turns, so a recording cut
+short by its time limit is still even, and a second call continues it: what a task's file holds is
+read back, not measured again."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from .. import results, schema, tune
+from .. import results
 from ..device_values import bind_config
-from .run import NetOptions, _run_dir, _sweep, task_config, task_state
+from .replay import builtin_only, load_table
+from .run import NetOptions, _run_dir, _sweep, open_sweeps, open_task_file, task_state
 from .schedule import ident, transfer_candidates
 from .tables import Network
-from .tasks import make_tasks
+from .tasks import builtins, make_tasks
 
 
 def record(net: Network, cfg, backend, table: str | Path, points: int | None, seed: int,
@@ -31,13 +33,7 @@ def record(net: Network, cfg, backend, table: str | Path, points: int | None, se
     states = [task_state(t, i, cfg.spaces, info, seed) for i, t in enumerate(tasks)]
     start, counter = clock(), {"measured": 0}
     with ExitStack() as stack:
-        sweeps = {}
-        for task in tasks:
-            path = run_dir / f"{task.name}.csv"
-            resumed = tune._resumed(path)[0] if resume else {}
-            header = schema.make_header(task_config(net, task), task.problem.key, info)
-            sink = stack.enter_context(results.ResultsFile(path, header, resume=resume))
-            sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, None, counter)
+        sweeps = open_sweeps(stack, net, tasks, run_dir, cfg, info, backend, resume, None, counter)
         for st, setting, phase in _plan(states, points):
             if time_limit_s is not None and clock() - start >= time_limit_s:
                 echo(f"time limit reached after {counter['measured']} settings; run again to continue")
@@ -64,8 +60,7 @@ def _plan(states, points: int | None):
     climbing = list(states)
     while climbing:
         for st in list(climbing):
-            best = st.best_setting
-            near = [n for n in (st.neighbours(best) if best is not None else []) if ident(n) not in st.tried]
+            near = st.local_steps()
             if near:
                 yield st, near[0], "climb"
             else:
@@ -80,12 +75,10 @@ def _plan(states, points: int | None):
                 yield st, st.order[k], "record"
 
 
-def again(net: Network, cfg, backend, table: str | Path, seed: int, echo=print) -> tuple[float, float]:
+def again(net: Network, cfg, backend, table: str | Path) -> tuple[float, float]:
     """Measure every task's built-ins once more into the recording (a replay takes the median of a
     setting's rows): a drift of the machine between the start of a recording and now shows as a
     change of the built-ins' network time. Returns that time as recorded before and as measured now."""
-    from .replay import builtin_only, load_table
-
     info = backend.info
     cfg = bind_config(cfg, info)
     table = Path(table)
@@ -94,16 +87,11 @@ def again(net: Network, cfg, backend, table: str | Path, seed: int, echo=print) 
     _run_dir(net, NetOptions(out=table, resume=table), info, tasks)  # the same network, or one line
     counter, now = {"measured": 0}, 0.0
     with ExitStack() as stack:
-        for i, task in enumerate(tasks):
-            header = schema.make_header(task_config(net, task), task.problem.key, info)
-            sink = stack.enter_context(results.ResultsFile(run_dir_file(table, task), header, resume=True))
+        for task in tasks:
+            sink = open_task_file(stack, net, task, table, info, resume=True)
             sweep = _sweep(task, net, cfg, info, backend, sink, {}, None, counter)
             sweep.strategy = "builtin"
             costs = [sweep.record(backend.measure(task.problem, s, cfg.timing, []), "search").cost
-                     for s in task_state(task, i, cfg.spaces, info, seed).builtins]
+                     for s in builtins(task.problem, info)]  # task_state's built-ins, without its space
             now += task.weight * min((c for c in costs if c is not None), default=float("nan"))
     return builtin_only(before), now
-
-
-def run_dir_file(table: Path, task) -> Path:
-    return table / f"{task.name}.csv"

@@ -21,10 +21,10 @@ from pathlib import Path
 from .. import results
 from ..errors import UserError
 from ..space import Setting
+from ..sweep import Budget
 from .nearest import problem_from_key
 from .schedule import Scheduler, TaskState, ident, network_ms, own_order
 from .tasks import Task
-from ..sweep import Budget
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,16 @@ class Recorded:
     @property
     def points(self) -> list[str]:
         return [k for k in self.settings if k not in self.builtins]
+
+    @property
+    def best_ms(self) -> float:
+        """The best recorded cost (nan: nothing ran)."""
+        return min((c for c in self.costs.values() if c is not None), default=math.nan)
+
+    @property
+    def builtin_ms(self) -> float:
+        """The best recorded built-in's cost (nan: every built-in failed)."""
+        return min((self.costs[k] for k in self.builtins if self.costs[k] is not None), default=math.nan)
 
 
 def load_table(run_dir: str | Path) -> tuple[str, list[Recorded]]:
@@ -55,8 +65,8 @@ def load_table(run_dir: str | Path) -> tuple[str, list[Recorded]]:
             raise UserError(f"{path}: task {t['name']!r} has a problem key cltune cannot read: {t['problem']}")
         task = Task(t["name"], problem, int(t["weight"]), tuple(t["layers"]))
         out.append(_task_table(task, run_dir / f"{task.name}.csv"))
-    if not out or any(not r.builtins for r in out):
-        missing = [r.task.name for r in out if not r.builtins]
+    missing = [r.task.name for r in out if not r.builtins]
+    if not out or missing:
         raise UserError(f"{run_dir}: no recorded built-in settings for task(s) {', '.join(missing) or '(none)'}; "
                         "record the network first")
     return manifest.get("network", run_dir.name), out
@@ -117,7 +127,6 @@ class Trace:
     picks: list  # task name of trial i
     phases: list  # builtin / transfer / search of trial i
     costs: list  # what trial i measured (None: failed)
-    n_builtin: int
 
     def network_at(self, budget: int) -> float:
         return self.curve[min(budget, len(self.curve)) - 1]
@@ -150,14 +159,14 @@ def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed
 
     Scheduler(states, evaluate, Budget(settings=budget), policy, transfer, on_trial=on_trial, seed=seed,
               **knobs).run()
-    return Trace(curve, picks, phases, costs, sum(len(r.builtins) for r in table))
+    return Trace(curve, picks, phases, costs)
 
 
 def best_possible(table: list[Recorded]) -> float:
     """sum(weight x best recorded ms): what a policy with the whole table measured would reach."""
-    return sum(r.task.weight * min((c for c in r.costs.values() if c is not None), default=math.nan) for r in table)
+    return sum(r.task.weight * r.best_ms for r in table)
 
 
 def builtin_only(table: list[Recorded]) -> float:
-    return sum(r.task.weight * min((r.costs[k] for k in r.builtins if r.costs[k] is not None), default=math.nan)
-               for r in table)
+    """sum(weight x best recorded built-in ms): where every policy starts."""
+    return sum(r.task.weight * r.builtin_ms for r in table)

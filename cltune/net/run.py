@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..device_values import bind_config
 from .. import config as cfgmod
-from .. import schema
-from .. import results, tune
+from .. import results, schema, tune
+from ..device_values import bind_config
 from ..errors import UserError
 from ..sweep import Budget, Outcome, Sweep
 from .schedule import POLICIES, Scheduler, TaskState, ident, neighbours, network_ms, own_order
@@ -112,6 +111,28 @@ def task_config(net: Network, task) -> str:
     return f"net-{net.name}-{task.name}"
 
 
+def task_file(run_dir: Path, task) -> Path:
+    """A task's results file in a run folder."""
+    return Path(run_dir) / f"{task.name}.csv"
+
+
+def open_task_file(stack: ExitStack, net: Network, task, run_dir: Path, info, resume: bool) -> results.ResultsFile:
+    """A task's results file, opened (appended to when `resume`) for the life of `stack`."""
+    header = schema.make_header(task_config(net, task), task.problem.key, info)
+    return stack.enter_context(results.ResultsFile(task_file(run_dir, task), header, resume=resume))
+
+
+def open_sweeps(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, info, backend, resume: bool,
+                peaks, counter) -> dict:
+    """task name -> its Sweep into its results file; with `resume`, the rows there are not measured again."""
+    sweeps = {}
+    for task in tasks:
+        resumed = tune._resumed(task_file(run_dir, task))[0] if resume else {}
+        sink = open_task_file(stack, net, task, run_dir, info, resume)
+        sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
+    return sweeps
+
+
 def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     from .. import peakstore
 
@@ -121,15 +142,10 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     results.save_device_info(run_dir / "network.csv", info)
     peaks = peakstore.lookup(info.name, info.platform, info.driver)
     seed = cfg.seed if opts.seed is None else opts.seed
-    sweeps, states, counter = {}, [], {"measured": 0}
+    counter = {"measured": 0}
     with ExitStack() as stack:
-        for i, task in enumerate(tasks):
-            path = run_dir / f"{task.name}.csv"
-            resumed = tune._resumed(path)[0] if opts.resume else {}
-            header = schema.make_header(task_config(net, task), task.problem.key, info)
-            sink = stack.enter_context(results.ResultsFile(path, header, resume=bool(opts.resume)))
-            sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
-            states.append(task_state(task, i, cfg.spaces, info, seed))
+        sweeps = open_sweeps(stack, net, tasks, run_dir, cfg, info, backend, bool(opts.resume), peaks, counter)
+        states = [task_state(task, i, cfg.spaces, info, seed) for i, task in enumerate(tasks)]
         n_builtin = sum(len(s.builtins) for s in states)
         echo(f"{net.name}: {len(net.layers)} conv layers, {len(tasks)} tasks; {n_builtin} built-in settings "
              f"first, then {opts.policy}{' with transfer' if opts.transfer else ''} within "
@@ -213,7 +229,7 @@ def summarize(states: list[TaskState], info) -> pd.DataFrame:
 def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo) -> None:
     from .. import best
 
-    files = [run_dir / f"{t.name}.csv" for t in tasks]
+    files = [task_file(run_dir, t) for t in tasks]
     files = [f for f in files if f.exists() and f.stat().st_size and len(results.ok_rows(results.load(f)))]
     if files:
         path, entries = best.update(files, opts.best_db)

@@ -83,14 +83,17 @@ class TaskState:
         best = self.best
         self.history.append(math.inf if best is None else best)
 
+    def local_steps(self) -> list[Setting]:
+        """The untried settings one knob away from the best so far (none before a first ok)."""
+        best = self.best_setting
+        return [] if best is None else [n for n in self.neighbours(best) if ident(n) not in self.tried]
+
     def next_own(self) -> tuple[Setting, list] | None:
         """An untried neighbour of the best setting so far (a local step), else the next point of
         its own seeded order (a random one); with the settings likely to follow."""
-        best = self.best_setting
-        if best is not None:
-            near = [n for n in self.neighbours(best) if ident(n) not in self.tried]
-            if near:
-                return near[0], near[1:4]
+        near = self.local_steps()
+        if near:
+            return near[0], near[1:4]
         while self.cursor < len(self.order) and ident(self.order[self.cursor]) in self.tried:
             self.cursor += 1
         if self.cursor >= len(self.order):

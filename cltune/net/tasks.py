@@ -77,10 +77,10 @@ def builtins(problem: Problem, device) -> list[Setting]:
         if family == "conv2d" or family.startswith("diagonalwise") or name.endswith(other):
             continue
         s = Setting.make(name, family, params)
-        if any(is_ref(v) for v in params.values()):
-            if device is None:
-                continue  # its widths come from a device
-            s = bind_setting(s, device)
+        if device is not None:
+            s = bind_setting(s, device)  # a no-op unless its widths come from the device
+        elif any(is_ref(v) for v in params.values()):
+            continue
         if accepts(s, problem, device):
             out.append(s)
     return out
