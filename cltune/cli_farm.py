@@ -18,9 +18,10 @@ from .cli_base import STATUS_WIDTH, device_option, main
 def worker(scheduler, device, name):
     """Serve SCHEDULER (a Dask scheduler's address, tcp://HOST:8786) with one OpenCL device."""
     from .farm import _distributed
+
+    _distributed()  # before farm_worker, which imports distributed: one line if it is missing
     from .farm_worker import serve
 
-    _distributed()
     serve(scheduler, device, name, click.echo)
 
 

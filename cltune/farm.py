@@ -12,6 +12,7 @@ worker's isolated measuring process). No worker of a kind left, or the scheduler
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -31,6 +32,11 @@ QUIET = {"distributed.worker.profile.enabled": False, "distributed.scheduler.wor
 
 class FarmError(UserError):
     """The farm cannot go on (no worker of a kind, scheduler lost): one line, rows kept."""
+
+
+def lost_scheduler(spec: str, why: str = "") -> FarmError:
+    return FarmError(f"lost the farm's scheduler {spec}{': ' + why if why else ''}; the rows so far are kept, "
+                     "--resume continues")
 
 
 def _distributed():
@@ -79,10 +85,10 @@ class Farm:
             raise
 
     def _kinds(self, timeout_s: float) -> list[Kind]:
+        from .farm_worker import identity
+
         deadline = time.monotonic() + timeout_s
         while True:
-            from .farm_worker import identity
-
             idents = {a: i for a, i in self.client.run(identity).items() if i is not None}
             if idents or time.monotonic() > deadline:
                 break
@@ -103,8 +109,7 @@ class Farm:
             except TypeError:  # distributed before n_workers: every worker
                 workers = self.client.scheduler_info()["workers"]
         except (OSError, TimeoutError) as exc:
-            raise FarmError(f"lost the farm's scheduler {self.spec}: {type(exc).__name__}; "
-                            "the rows so far are kept, --resume continues") from None
+            raise lost_scheduler(self.spec, type(exc).__name__) from None
         return sorted(a for a, w in workers.items() if w.get("resources", {}).get(kind.key))
 
     def close(self) -> None:
@@ -137,16 +142,8 @@ def _local_cluster(n: int, device):
         raise UserError("--farm local:N needs N >= 1")
     threads = str(max(1, (os.cpu_count() or 1) // n))
     env = {k: os.environ.get(k, threads) for k in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_COUNT")}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the probe sees the device as the workers will (PoCL's compute units)
-    try:
+    with environ(env):  # the probe sees the device as the workers will (PoCL's compute units)
         kind = kind_of(probe(device))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     # Our measuring process is a child of the worker: Dask's workers must not be daemonic processes.
     # The workers share this machine's cores with the measurements: no statistical profiler (a
     # stack sample every 10 ms), no work stealing (one setting per worker, nothing to steal), no
@@ -155,6 +152,21 @@ def _local_cluster(n: int, device):
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                         dashboard_address=None, silence_logs=logging.ERROR, memory_limit=0,
                         resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device)}, env=env)
+
+
+@contextlib.contextmanager
+def environ(values: dict):
+    """os.environ with `values` set, as it was again afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def farm_spec(option: str | None) -> str | None:
@@ -176,10 +188,13 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
             on_kind(kind, kind_opts)
             if kind_opts is not None:
                 todo.append((kind, kind_opts))
-        if len(todo) == 1:
-            return [_tune_kind(farm, cfg, opts, *todo[0], on_row, grace_s)]
-        return _in_threads(lambda kind, kind_opts: _tune_kind(farm, cfg, opts, kind, kind_opts, on_row, grace_s),
-                           todo)
+
+        def tune_kind(kind, kind_opts):
+            return _tune_kind(farm, cfg, opts, kind, kind_opts, on_row, grace_s)
+
+        if len(todo) == 1:  # its error is the sweep's, without the kind's name before it
+            return [tune_kind(*todo[0])]
+        return _in_threads(tune_kind, todo)
     finally:
         farm.close()
 
@@ -198,17 +213,14 @@ def _in_threads(fn, todo: list) -> list:
     """fn(kind, opts) for every kind at once; a kind's exception is its result, the others go on."""
     import threading
 
-    out: list = [None] * len(todo)
-    lock = threading.Lock()
+    out: list = [None] * len(todo)  # each thread fills its own slot
 
     def one(i, kind, kind_opts):
         try:
-            res = fn(kind, kind_opts)
+            out[i] = fn(kind, kind_opts)
         except Exception as exc:  # noqa: BLE001 - reported by the caller with its kind
             exc.kind = kind
-            res = exc
-        with lock:
-            out[i] = res
+            out[i] = exc
 
     threads = [threading.Thread(target=one, args=(i, *job), daemon=True, name=f"cltune-{job[0].key}")
                for i, job in enumerate(todo)]

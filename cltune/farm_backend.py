@@ -14,7 +14,7 @@ import uuid
 from typing import Callable, Iterator
 
 from .errors import UserError
-from .farm import GRACE_S, Farm, FarmError, Kind, _distributed
+from .farm import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
 from .records import Measurement, Status
 
 
@@ -89,9 +89,6 @@ class FarmBackend:
         alive = self.farm.alive(self.kind)
         fut = self._submit(interleaved_task, problem, list(settings), timing,
                            workers=alive[:1], allow_other_workers=True)
-        arrivals = _Arrivals()
-        arrivals.watch(fut)
-        arrivals.next(_Watch(self))
         try:
             out = self._get(fut)
         except FarmError:
@@ -102,8 +99,8 @@ class FarmBackend:
         return out
 
     def _get(self, fut):
-        """A finished future's value; its worker may die before handing it over, and then Dask
-        runs it again: wait for that under the same watch."""
+        """A future's value, waited for under the watch (once a second); a finished one's worker may
+        die before handing it over, and then Dask runs it again: wait for that under the same watch."""
         watch = _Watch(self)
         while True:
             try:
@@ -120,8 +117,7 @@ class FarmBackend:
             raise  # a mistake in the sweep (unknown family, a problem too big): one line, as locally
         except Exception as exc:  # noqa: BLE001 - any other failure of a task is a row, never an abort
             if fut.status == "cancelled":
-                raise FarmError(f"lost the farm's scheduler {self.farm.spec}; the rows so far are kept, "
-                                "--resume continues") from None
+                raise lost_scheduler(self.farm.spec) from None
             return self._failed(setting, exc)
 
     def _failed(self, setting, exc: Exception) -> Measurement:
@@ -171,8 +167,7 @@ class _Watch:
         self.next = time.monotonic() + 1.0
         b = self.backend
         if b.farm.client.status != "running":
-            raise FarmError(f"lost the farm's scheduler {b.farm.spec}; the rows so far are kept, "
-                            "--resume continues")
+            raise lost_scheduler(b.farm.spec)
         b.workers = b.farm.alive(b.kind)
         if b.workers:
             self.orphaned_since = None

@@ -184,13 +184,8 @@ def cluster():
     """Two workers, PoCL limited to one thread in each (as the issue asks)."""
     from cltune import farm
 
-    saved = {k: os.environ.get(k) for k in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_COUNT")}
-    os.environ.update({k: "1" for k in saved})
-    try:
+    with farm.environ({"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}):
         c = farm._local_cluster(2, None)
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     client = distributed.Client(c, set_as_default=False)
     yield c, client
     client.close()

@@ -66,6 +66,23 @@ def sweep(address, *args, env=None, timeout=300):
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
+def sweep_in_background(address, *args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "cltune", "sweep", *args, "--farm", address],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def wait_for(done, timeout_s=120):
+    """Until done() or timeout_s; the test's assertions say whether it came."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not done():
+        time.sleep(0.05)
+
+
+def has_lines(path, n):
+    return lambda: path.exists() and path.read_text().count("\n") >= n
+
+
 def test_two_device_kinds_are_tuned_apart_each_with_its_file_best_and_reranker(scheduler, tmp_path):
     # Bug guarded: kinds mixed in one file (its header names one device, and resume would refuse
     # it), or a kind's settings measured by the other kind's board.
@@ -100,12 +117,8 @@ def test_the_last_worker_of_a_kind_dying_is_one_line_and_resume_finishes(schedul
     board = worker(address, procs, "board-a", 1)
     out = tmp_path / "orphan.csv"
     args = [slow_config(tmp_path), "--strategy", "exhaustive", "--budget", "12", "--rerank", "0"]
-    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", *args, "--out", str(out), "--farm", address],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "CLTUNE_FARM_GRACE_S": "3"})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 5):
-        time.sleep(0.05)
+    proc = sweep_in_background(address, *args, "--out", str(out), env={"CLTUNE_FARM_GRACE_S": "3"})
+    wait_for(has_lines(out, 5))
     stop(board)
     text, _ = proc.communicate(timeout=120)
     assert proc.returncode == 2, text
@@ -124,12 +137,9 @@ def test_a_lost_scheduler_is_one_line_and_the_rows_are_kept(scheduler, tmp_path)
     address, procs = scheduler
     worker(address, procs, "board-a", 1)
     out = tmp_path / "lost.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", slow_config(tmp_path), "--strategy",
-                             "exhaustive", "--budget", "12", "--rerank", "0", "--out", str(out),
-                             "--farm", address], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 5):
-        time.sleep(0.05)
+    proc = sweep_in_background(address, slow_config(tmp_path), "--strategy", "exhaustive", "--budget", "12",
+                               "--rerank", "0", "--out", str(out))
+    wait_for(has_lines(out, 5))
     stop(procs[0])
     text, _ = proc.communicate(timeout=180)
     assert proc.returncode == 2, text
@@ -143,14 +153,9 @@ def test_a_kind_whose_boards_are_gone_stops_alone_and_the_other_kind_finishes(sc
     board_a = worker(address, procs, "board-a", 1)
     worker(address, procs, "board-b", 2)
     out = tmp_path / "mixed.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", slow_config(tmp_path), "--strategy",
-                             "exhaustive", "--budget", "8", "--rerank", "0", "--out", str(out), "--farm", address],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "CLTUNE_FARM_GRACE_S": "3"})
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and ",board-a," not in "".join(
-            f.read_text() for f in tmp_path.glob("mixed-*.csv")):
-        time.sleep(0.05)
+    proc = sweep_in_background(address, slow_config(tmp_path), "--strategy", "exhaustive", "--budget", "8",
+                               "--rerank", "0", "--out", str(out), env={"CLTUNE_FARM_GRACE_S": "3"})
+    wait_for(lambda: ",board-a," in "".join(f.read_text() for f in tmp_path.glob("mixed-*.csv")))
     stop(board_a)
     text, _ = proc.communicate(timeout=180)
     assert proc.returncode == 2, text
