@@ -156,7 +156,7 @@ def layer_contenders(runner, problem: Problem, best: dict) -> list[Contender]:
 
 
 def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> list[dict]:
-    from .workloads import epilogue, get_family
+    from .workloads import get_family
 
     med = {name: statistics.median(v) for name, v in times.items()}
     cl = [c for c in contenders if c.family and not c.name.endswith(":unfused")]
@@ -167,9 +167,8 @@ def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> lis
         moved = weights = None
         if c.family:
             fam = get_family(c.family)
-            values = fam.resolve(json.loads(c.params))
-            moved = epilogue.bytes_moved(problem, fam.fusable, values["FUSE"])
-            weights = fam.weight_bytes(problem, values)
+            fig = fam.figures(problem, fam.resolve(json.loads(c.params)))
+            moved, weights = fig["bytes_model"], fig["weight_bytes"]
         rows.append({"layer": layer, "kind": kind, "problem": problem.key, "contender": c.name,
                      "family": c.family, "setting": c.setting, "params": c.params, "bytes_model": moved,
                      "weight_bytes": weights,

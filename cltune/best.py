@@ -69,12 +69,15 @@ def best_setting(device_name: str, problem, path: str | Path | None = None,
     """The best entry for this device (name, any driver: the newest; of this code target when one is
     given) and problem, or None."""
     key = problem if isinstance(problem, str) else problem.key
-    hits = [e for e in store.find_best(device_name, key, path)
-            if target is None or e.get("target", "") == target]
+    hits = [e for e in store.find_best(device_name, key, path) if _of_target(e, target)]
     return max(hits, key=lambda e: str(e.get("measured"))) if hits else None
 
 
 def device_entries(device_name: str, path: str | Path | None = None, target: str | None = None) -> list[dict]:
     """Every problem's entry for this device name (and code target, when given)."""
-    return [e for e in store.all_best(path) if e.get("device") == device_name
-            and (target is None or e.get("target", "") == target)]
+    return [e for e in store.all_best(path) if e.get("device") == device_name and _of_target(e, target)]
+
+
+def _of_target(entry: dict, target: str | None) -> bool:
+    """Whether an entry is of this code target (any, when None; "" in entries from before targets)."""
+    return target is None or entry.get("target", "") == target

@@ -159,10 +159,11 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
                         retry_failed=retry_failed)
     tune.check_options(opts)
-    if farm_spec(farm):
+    spec = farm_spec(farm)
+    if spec:
         from .cli_farm import farm_sweep
 
-        return farm_sweep(cfg, opts, farm_spec(farm), _line, _print_outcome)
+        return farm_sweep(cfg, opts, spec, _line, _print_outcome)
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info

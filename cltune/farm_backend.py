@@ -22,13 +22,11 @@ class FarmBackend:
     """The measuring side of a sweep (like Runner / WorkerRunner), served by one kind's workers."""
 
     def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S):
-        from .tune import DEFAULT_TIMEOUT_S
+        from .tune import measuring
 
         self.farm, self.kind, self.info, self.grace_s = farm, kind, kind.info, grace_s
-        cfg = cfg.with_overrides(opts)
-        self.kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
+        self.kwargs, self.timeout_s = measuring(cfg, opts)
         self.modules = tuple(opts.modules)
-        self.timeout_s = cfg.timeout_s or DEFAULT_TIMEOUT_S
         self.batch = max(1, len(kind.workers))
         self.workers: list[str] = list(kind.workers)  # the kind's live workers, as last seen
         self.rerank_worker = ""

@@ -92,7 +92,8 @@ def fastest(df, per: str | None = None, rerank_first: bool = False):
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
-        df = pd.DataFrame(list(df), columns=list(COLUMNS) if not df else None)
+        rows = list(df)
+        df = pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
     ok = df[df[STATUS] == OK]
     if rerank_first and PHASE in ok and (ok[PHASE] == RERANK).any():
         ok = ok[ok[PHASE] == RERANK]

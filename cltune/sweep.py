@@ -61,13 +61,15 @@ class Sweep:
         """Run one strategy on one space within the budget; returns the outcomes it produced."""
         start, counted, mine = self.clock(), set(), []
 
+        def spent() -> bool:
+            return (budget.settings is not None and len(counted) >= budget.settings) or \
+                (budget.seconds is not None and self.clock() - start >= budget.seconds)
+
         def evaluate(setting: Setting, upcoming: Sequence[Setting] = ()):
             key = self.key(setting)
             if key in counted:  # asked again: the same answer, no budget spent
                 return self.outcomes[key].cost
-            if budget.settings is not None and len(counted) >= budget.settings:
-                raise BudgetExhausted
-            if budget.seconds is not None and self.clock() - start >= budget.seconds:
+            if spent():
                 raise BudgetExhausted
             counted.add(key)
             outcome = self._evaluate(setting, upcoming)
@@ -80,8 +82,7 @@ class Sweep:
                 key = self.key(s)
                 if key in counted:
                     continue
-                if (budget.settings is not None and len(counted) >= budget.settings) or \
-                        (budget.seconds is not None and self.clock() - start >= budget.seconds):
+                if spent():
                     stopped.append(True)
                     return
                 counted.add(key)

@@ -75,9 +75,16 @@ def default_timeout(baseline_wall_ms: float | None) -> float:
     return max(60.0, 10.0 * baseline_wall_ms / 1e3)
 
 
-def open_backend(cfg, opts: Options):
+def measuring(cfg, opts: Options) -> tuple[dict, float]:
+    """What a measuring backend (local, isolated or a farm's) takes from a config and the options: the
+    Runner's keyword arguments and the per-setting timeout."""
     cfg = cfg.with_overrides(opts)
     kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
+    return kwargs, cfg.timeout_s or DEFAULT_TIMEOUT_S
+
+
+def open_backend(cfg, opts: Options):
+    kwargs, timeout_s = measuring(cfg, opts)
     for name in opts.modules:
         __import__(name)
     if not opts.isolation:
@@ -86,8 +93,7 @@ def open_backend(cfg, opts: Options):
         return Runner(opts.device, **kwargs)
     from .worker import WorkerRunner
 
-    return WorkerRunner(opts.device, modules=opts.modules, timeout_s=cfg.timeout_s or DEFAULT_TIMEOUT_S,
-                        **kwargs)
+    return WorkerRunner(opts.device, modules=opts.modules, timeout_s=timeout_s, **kwargs)
 
 
 def default_path(cfg, info) -> Path:
@@ -205,8 +211,8 @@ class Steps:
     def search(self) -> None:
         cfg, info = self.cfg, self.backend.info
         budget = Budget(cfg.budget, cfg.time_limit_s)
+        self.rec.strategy = cfg.strategy
         for space in cfg.spaces:
-            self.rec.strategy = cfg.strategy
             self.sweep.search(space, cfg.problem, info, cfg.strategy, budget, cfg.seed)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:
