@@ -128,7 +128,7 @@ def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Pa
     tune.run(layer_cfg, replace(opts, out=None if resume else path, resume=path if resume else None, rerank=0))
     best = best_per_family(path)
     for family, row in best.items():
-        echo(f"  {name}: best {family} {row['run_ms_median']:.3f} ms  {row['params']}")
+        echo(f"  {name}: best {family} {row[schema.TIME]:.3f} ms  {row['params']}")
     return best
 
 

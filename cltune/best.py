@@ -13,7 +13,7 @@ from . import results, schema, store
 from .errors import UserError
 
 NEEDED = ("device", "platform", "driver", "problem", "phase", "family", "setting", "params", "status",
-          "run_ms_median", "gflops", "build_options", "source_hash", "baseline", "time")
+          schema.TIME, "gflops", "build_options", "source_hash", "baseline", "time")
 
 
 def default_path() -> Path:
@@ -32,7 +32,7 @@ def pick(df: pd.DataFrame) -> list[dict]:
         ok = results.ok_rows(group)
         entry = {"device": name, "platform": platform, "driver": driver, "target": target, "problem": problem,
                  "setting": best["setting"], "family": best["family"],
-                 "params": json.loads(best["params"]), "run_ms": float(best["run_ms_median"]),
+                 "params": json.loads(best["params"]), "run_ms": float(best[schema.TIME]),
                  "gflops": _num(best.get("gflops")), "build_options": best["build_options"],
                  "source_hash": best["source_hash"], "baseline": None, "baseline_ms": None,
                  "speedup": None, "measured": best["time"]}
@@ -41,7 +41,7 @@ def pick(df: pd.DataFrame) -> list[dict]:
             base = ok[(ok["setting"] == base_name) & (ok["phase"] == best["phase"])]  # beside it
             base = base if len(base) else ok[ok["setting"] == base_name]
             if len(base):
-                entry.update(baseline=base_name, baseline_ms=float(base["run_ms_median"].iloc[0]))
+                entry.update(baseline=base_name, baseline_ms=float(base[schema.TIME].iloc[0]))
                 entry["speedup"] = entry["baseline_ms"] / entry["run_ms"]
         entries.append(entry)
     return entries

@@ -25,9 +25,10 @@ TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
-            "warmup_ms", "adaptive", "top_repeat"}
-# Warm-up by kernel time as well as by count, after each setting's verification launch: see Timing.
-WARMUP_MS = 20.0
+            "warmup_ms", "adaptive", "top_repeat", "precision"}
+# Warm-up by kernel time as well as by count, the verification launch included: see Timing. A
+# launch of 10 ms or more warms up on its own; on PoCL the launch after it runs at full speed.
+WARMUP_MS = 10.0
 SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}
 LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
@@ -178,6 +179,7 @@ def parse(data: dict, path: str = "<config>") -> Config:
         warmup_ms=float(c.get(run, "warmup_ms", (int, float), "run.", WARMUP_MS, fnonneg,
                               "a finite number >= 0")),
         adaptive=c.get(run, "adaptive", bool, "run.", True, expected="true or false"),
+        precision=float(c.get(run, "precision", (int, float), "run.", 0.01, positive, "a finite number > 0")),
     )
     timing = replace(timing, top_repeat=c.get(run, "top_repeat", int, "run.", 2 * timing.repeat, pos_int,
                                               "an int >= 1"))

@@ -20,6 +20,10 @@ from .space import Setting
 from .verify import compare
 from .workloads import get_family
 
+# A device's first launches in a process run slow (up to 2x for about 50 ms of kernel time on PoCL,
+# however long the kernel): the first setting measured warms up at least this long.
+DEVICE_WARMUP_MS = 100.0
+
 
 @dataclass
 class Buffers:
@@ -194,27 +198,27 @@ class Runner:
         self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
         return r
 
-    def _timed(self, prep: Prepared, timing: Timing) -> list[Round]:
-        """Warm up, then time launches, always with the next launch queued behind the one waited for:
-        the device never idles between launches, so no launch pays for waking PoCL's threads (or a
-        GPU's clocks), and the host blocks in clWaitForEvents instead of polling. Warm-up lasts
-        `warmup` launches and `warmup_ms` of kernel time; the timed count follows `timing.wanted`."""
-        inflight, rounds = deque(), []
-        warm_n, warm_ms = 0, 0.0
-        warming = not timing.warmed(0, 0.0)
+    def _timed(self, prep: Prepared, timing: Timing, first: list) -> list[Round]:
+        """Warm up, then time launches. `first` is the verification launch, already enqueued: it is
+        the first warm-up launch. Warm-up lasts `timing.warmed`; on a device's first
+        DEVICE_WARMUP_MS of kernel time it lasts at least that long (a process's first launches
+        run up to 2x slow on PoCL). A launch is queued behind the one waited for whenever the point
+        is sure to get it (`timing.queue_more`), so the host blocks in clWaitForEvents, the device
+        rarely idles, and no launch is wasted."""
+        more_ms = max(0.0, DEVICE_WARMUP_MS - self.device_ms)
+        inflight, rounds = deque([first]), []
+        warm_n, warm_ms, warming = 0, 0.0, True
         while True:
             runs = [r.run_ms for r in rounds]
-            if not warming and not timing.queue_more(runs, len(inflight)):
-                if not inflight:
-                    return rounds
-            else:
+            if (warming or timing.queue_more(runs, len(inflight))) and len(inflight) < 2:
                 inflight.append(self._enqueue(prep))
-                if len(inflight) < 2:
-                    continue  # one more behind it before waiting
+                continue
+            if not inflight:
+                return rounds
             r = self._round(prep, inflight.popleft())
             if warming:
                 warm_n, warm_ms = warm_n + 1, warm_ms + r.run_ms
-                warming = not timing.warmed(warm_n, warm_ms)
+                warming = not timing.warmed(warm_n, warm_ms, more_ms)
             elif len(rounds) < timing.wanted(runs):
                 rounds.append(r)
 
@@ -227,12 +231,14 @@ class Runner:
         out = np.empty(self.bufs.out_nbytes // 4, np.float32)
         return events, out, cl.enqueue_copy(self.queue, out, self.bufs.out, is_blocking=False)
 
-    def _verify_end(self, problem: Problem, prep: Prepared, started) -> tuple[float, bool, float, str]:
-        """(the first launch's queued-to-end ms, ok, max error, message)."""
+    def _verify_end(self, problem: Problem, prep: Prepared, started, counted: bool = False) -> tuple:
+        """(the first launch's queued-to-end ms, ok, max error, message); `counted`: its kernel time
+        is already in device_ms (it was a warm-up launch)."""
         events, out, copied = started
         copied.wait()
         first_ms = (events[-1].profile.end - events[0].profile.queued) * 1e-6
-        self.device_ms += sum(e.profile.end - e.profile.start for e in events) * 1e-6
+        if not counted:
+            self.device_ms += sum(e.profile.end - e.profile.start for e in events) * 1e-6
         rtol, atol = prep.family.tolerance(problem, prep.params, self.rtol, self.atol)
         ok, max_err = compare(out.reshape(problem.output_shape), self.expected, rtol, atol)
         msg = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
@@ -274,8 +280,8 @@ class Runner:
             return prep.failed
         try:
             started = self._verify_start(prep)
-            rounds = self._timed(prep, timing)
-            first_ms, ok, max_err, msg = self._verify_end(problem, prep, started)
+            rounds = self._timed(prep, timing, started[0])
+            first_ms, ok, max_err, msg = self._verify_end(problem, prep, started, counted=True)
         except cl.Error as exc:
             return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **prep.base)
         return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,

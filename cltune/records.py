@@ -50,13 +50,24 @@ class Round:
 
 @dataclass(frozen=True)
 class Timing:
-    """How to time a setting: warm-up launches (at least `warmup`, and at least `warmup_ms` of kernel
-    time when warmup >= 1), then at least `repeat` launches and `min_time_ms`.
+    """How to time a setting: warm-up, then timed launches.
 
-    Adaptive repeats (`adaptive`, given the sweep's best median so far as `incumbent_ms`): a point
-    whose fastest of its first `first_look` launches is above `stop_margin` x the incumbent stops
-    there (its row's `n` says how many it got); a point within `top_margin` of the incumbent gets
-    `top_repeat` launches instead of `repeat`, so the launches saved on slow points go to the top.
+    Warm-up: the verification launch is always the first untimed launch; warm-up goes on until
+    `warmup` launches (the verification one included) and, when warmup >= 1, `warmup_ms` of kernel
+    time. `--warmup 0` times right after the verification launch.
+
+    Fixed count (`adaptive` off, as with `--repeat`): at least `repeat` timed launches and
+    `min_time_ms` of timed kernel time, up to `max_repeat`.
+
+    Adaptive (the default; `incumbent_ms` is the sweep's best median so far): a point gets
+    `first_look` launches, then
+    - stops there when its fastest launch is above `stop_margin` x the incumbent (clearly slower;
+      `stopped_early` says so);
+    - stops as soon as it is settled: a second launch within `precision` of its fastest, so the
+      minimum it reports (schema.TIME) is one the machine gave twice, not a lucky outlier;
+    - otherwise goes on, up to the fixed count, or `top_repeat` when its fastest launch is within
+      `top_margin` of the incumbent: the launches that settled points save go to unsettled ones,
+      most to those near the top.
     """
 
     warmup: int = 1
@@ -71,38 +82,49 @@ class Timing:
     first_look: int = 2
     top_margin: float = 1.15
     top_repeat: int = 10
+    precision: float = 0.01
 
     def stops_early(self, runs: list[float]) -> bool:
         """Whether a point is clearly slower than the incumbent after its first look."""
         return (self.adaptive and self.incumbent_ms is not None and len(runs) >= self.first_look
                 and len(runs) < self.repeat and min(runs) > self.stop_margin * self.incumbent_ms)
 
+    def settled(self, runs: list[float]) -> bool:
+        """Whether an adaptive point's time is known well enough: after at least `first_look`
+        launches, its two fastest within `precision` of each other."""
+        if not self.adaptive or len(runs) < max(self.first_look, 2):
+            return False
+        fastest, second = sorted(runs)[:2]
+        return second <= (1.0 + self.precision) * fastest
+
     def wanted(self, runs: list[float]) -> int:
         """How many timed launches this point should get in all, given those so far."""
-        if self.stops_early(runs):
+        if self.stops_early(runs) or self.settled(runs):
             return len(runs)
         n = self.repeat
         if self.adaptive and self.incumbent_ms is not None and runs and (
                 min(runs) <= self.top_margin * self.incumbent_ms):
             n = max(n, self.top_repeat)
-        elif self.adaptive and self.incumbent_ms is not None and len(runs) < self.first_look:
-            n = min(n, self.first_look)  # look first, then decide
         if self.min_time_ms and runs and sum(runs) < self.min_time_ms:
             mean = sum(runs) / len(runs)
             n = max(n, len(runs) + math.ceil((self.min_time_ms - sum(runs)) / max(mean, 1e-6)))
-        return min(max(n, len(runs)), self.max_repeat)
+        return min(max(n, len(runs), 1), self.max_repeat)
 
     def queue_more(self, runs: list[float], queued: int) -> bool:
-        """Whether to enqueue another timed launch now, `queued` being in flight. At the first look
-        one more goes in speculatively, so a point that goes on does not wait for the decision
-        (a point that stops wastes that one launch)."""
-        want, n = self.wanted(runs), len(runs) + queued
-        first_look = self.adaptive and self.incumbent_ms is not None and want == self.first_look
-        return n < want or (first_look and n == want and len(runs) < want)
+        """Whether to enqueue another timed launch now, `queued` being in flight: only one the point
+        is sure to get, so none is wasted. A fixed count is known from the start; an adaptive point
+        is sure of its first look, then of one launch at a time, each of which may settle it (the
+        device idles for the host's decision, which leaves the kernels' run times unchanged)."""
+        certain = self.wanted(runs)
+        if self.adaptive:
+            certain = min(certain, max(self.first_look, len(runs) + 1))
+        return len(runs) + queued < certain
 
-    def warmed(self, launches: int, run_ms: float) -> bool:
-        """Whether `launches` warm-up launches taking `run_ms` of kernel time are enough."""
-        return launches >= self.warmup and (self.warmup == 0 or run_ms >= self.warmup_ms)
+    def warmed(self, launches: int, run_ms: float, more_ms: float = 0.0) -> bool:
+        """Whether `launches` untimed launches (the verification one first) taking `run_ms` of
+        kernel time are enough; `more_ms` raises the time asked for (a device's first launches)."""
+        return launches >= max(self.warmup, 1) and (
+            self.warmup == 0 or run_ms >= max(self.warmup_ms, more_ms))
 
 
 @dataclass(frozen=True)

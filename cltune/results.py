@@ -16,7 +16,7 @@ from . import roofline
 from .records import Measurement, Status
 from .resultsfile import (MalformedLineWarning, ResultsFile, TruncatedLineWarning,  # noqa: F401
                           load, save_device_info)
-from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIMES  # noqa: F401  (re-exported)
+from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIME, TIMES  # noqa: F401  (re-exported)
 
 SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
            "total_ms_median", "gflops", "max_abs_err"]
@@ -71,15 +71,15 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
             for s, v in _stats([getattr(r, f"{t}_ms") for r in m.rounds]).items():
                 row[f"{t}_ms_{s}"] = v
         runs = [r.run_ms for r in m.rounds]
-        med = row["run_ms_median"]
-        cv = statistics.pstdev(runs) / statistics.fmean(runs) if len(runs) > 1 and med > 0 else 0.0
+        ms = row[TIME]
+        cv = statistics.pstdev(runs) / statistics.fmean(runs) if len(runs) > 1 and ms > 0 else 0.0
         row["run_ms_cv"] = cv
         row["noisy"] = len(runs) >= 3 and cv > noisy_cv  # two launches cannot tell noise from a trend
-        if med > 0:
-            row["gflops"] = p.flops / (med * 1e6)  # effective: the direct convolution's FLOPs
+        if ms > 0:
+            row["gflops"] = p.flops / (ms * 1e6)  # effective: the direct convolution's FLOPs
             if row["real_flops"] is not None:
-                row["real_gflops"] = row["real_flops"] / (med * 1e6)
-            row["gbps"] = p.min_bytes / (med * 1e6)
+                row["real_gflops"] = row["real_flops"] / (ms * 1e6)
+            row["gbps"] = p.min_bytes / (ms * 1e6)
         names = [name for name, _ in m.rounds[0].parts]
         row["parts_run_ms"] = ";".join(
             f"{name}={statistics.median(r.parts[i][1] for r in m.rounds):.4f}" for i, name in enumerate(names))

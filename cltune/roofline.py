@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+from .schema import TIME
+
 COLUMNS = ("intensity", "gflops", "gbps", "peak_gflops", "peak_gbps", "roof_gflops",
            "compute_share", "bandwidth_share", "roof_share", "bound")
 
@@ -24,11 +26,11 @@ def roof(intensity: float, peak_gflops: float, peak_gbps: float) -> float:
 
 
 def figures(row: Mapping, peaks: Mapping | None = None) -> dict:
-    """Intensity (flops / min_bytes), achieved GFLOP/s and GB/s from run_ms_median, and with peaks
+    """Intensity (flops / min_bytes), achieved GFLOP/s and GB/s from the ranking time (TIME), and with peaks
     ({"gflops", "gbps"}) the shares (fractions, 1.0 = at the peak) of peak compute, of peak
     bandwidth and of the roof at this intensity, plus which roof bounds it ("compute"/"memory")."""
     out: dict = dict.fromkeys(COLUMNS)
-    flops, nbytes, ms = _num(row.get("flops")), _num(row.get("min_bytes")), _num(row.get("run_ms_median"))
+    flops, nbytes, ms = _num(row.get("flops")), _num(row.get("min_bytes")), _num(row.get(TIME))
     if flops and nbytes:
         out["intensity"] = flops / nbytes
     if ms:

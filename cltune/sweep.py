@@ -117,7 +117,7 @@ class Sweep:
         return outcome
 
     def incumbent(self) -> float | None:
-        """The best median so far (this run and resumed): what adaptive repeats compare against."""
+        """The best time (schema.TIME) so far, this run and resumed: what adaptive repeats compare against."""
         costs = [o.cost for o in (*self.outcomes.values(), *self.resumed.values())
                  if o.status == Status.OK.value and o.cost is not None]
         return min(costs, default=None)

@@ -42,6 +42,8 @@ class FakeBackend:
     measured: list = field(default_factory=list)
     interleaved: list = field(default_factory=list)
     timeout_s: float | None = None
+    jitter: tuple = (1.0,)  # each launch's time is the cost times the next of these, in turn
+
 
     def measure(self, problem, setting, timing, upcoming=()):
         self.measured.append(setting)
@@ -51,8 +53,8 @@ class FakeBackend:
         cost = fake_cost(setting.values)
         runs = []
         while len(runs) < timing.wanted(runs):  # the Runner's repeat rule, adaptive included
-            runs.append(cost)
-        rounds = tuple(Round(0.01, 0.02, cost, cost + 0.03) for _ in runs)
+            runs.append(cost * self.jitter[len(runs) % len(self.jitter)])
+        rounds = tuple(Round(0.01, 0.02, t, t + 0.03) for t in runs)
         return Measurement(setting=setting, status=Status.OK, build_options="-cl-std=CL1.2",
                            source_hash="fake", build_ms=1.0, first_launch_ms=cost, max_abs_err=0.0,
                            rounds=rounds, wall_ms=cost * (len(runs) + 1),

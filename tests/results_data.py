@@ -17,8 +17,9 @@ def make_other_run(a_path, out_path):
     df = results.load(a_path)
     b = df[df["setting"] != "fma"].copy()
     b["device"], b["platform"], b["driver"] = OTHER_DEVICE, "ARM Platform", "1.10"
-    ranks = b["run_ms_median"].rank(method="first")
-    b["run_ms_median"] = (len(b) + 1 - ranks) * 2.0  # strictly reversed order
+    ranks = b["run_ms_min"].rank(method="first")
+    b["run_ms_min"] = (len(b) + 1 - ranks) * 2.0  # strictly reversed order
+    b["run_ms_median"] = b["run_ms_min"]
     extra = b[b["setting"] == "normal"].assign(setting="extra")
     b = pd.concat([b, extra], ignore_index=True)
     b["error"] = b["error"].astype(object)

@@ -65,13 +65,13 @@ def test_ladder_one_stack_per_setting_in_config_order_and_failures_kept(run_a):
     assert [t.get_text() for t in ax.get_xticklabels()] == df["setting"].tolist()
     labels = {t.get_gid().split(":", 1)[1]: t.get_text() for t in gid_of(ax.texts, "speedup:")}
     assert labels["normal"] == "1.00x" and set(labels) == set(ok)
-    expect = df.loc[df["setting"] == "normal", "run_ms_median"].iloc[0] / ok_time(df, "unroll_s1")
+    expect = df.loc[df["setting"] == "normal", "run_ms_min"].iloc[0] / ok_time(df, "unroll_s1")
     assert labels["unroll_s1"] == f"{expect:.2f}x"
     assert any(t.get_text() == "build_error" for t in ax.texts)
 
 
 def ok_time(df, name):
-    return float(df.loc[df["setting"] == name, "run_ms_median"].iloc[0])
+    return float(df.loc[df["setting"] == name, "run_ms_min"].iloc[0])
 
 
 def test_baseline_defaults_to_normal_else_first_row_and_a_wrong_name_is_one_line(run_a):
@@ -139,9 +139,9 @@ def test_progress_best_so_far_per_strategy_in_seq_order(tmp_path):
     """Guards against plotting in row order when `seq` says otherwise, and against a failed
     measurement resetting the best so far."""
     a = fake_run(tmp_path, "a", {"strategy": ["random"] * 4 + ["anneal"] * 3, "seq": [3, 1, 2, 4, 1, 2, 3],
-                                 "run_ms_median": [1.0, 5.0, 3.0, 2.0, 4.0, 2.5, 9.0],
+                                 "run_ms_min": [1.0, 5.0, 3.0, 2.0, 4.0, 2.5, 9.0],
                                  "status": ["ok", "ok", "ok", "wrong_result", "ok", "ok", "ok"]})
-    b = fake_run(tmp_path, "b", {"run_ms_median": [6.0, 7.0, 2.0]})
+    b = fake_run(tmp_path, "b", {"run_ms_min": [6.0, 7.0, 2.0]})
     lines = dict(plots.progress_lines([a, b]))
     assert list(lines) == ["random", "anneal", "b"]
     assert list(lines["random"]) == [5.0, 3.0, 1.0, 1.0]
@@ -149,12 +149,12 @@ def test_progress_best_so_far_per_strategy_in_seq_order(tmp_path):
     assert list(lines["b"]) == [6.0, 6.0, 2.0]
     fig = plots.progress([a, b])
     assert len(gid_of(fig.axes[0].lines, "line:")) == 3
-    same = dict(plots.progress_lines([a, fake_run(tmp_path, "c", {"strategy": ["random"], "run_ms_median": [1.0]})]))
+    same = dict(plots.progress_lines([a, fake_run(tmp_path, "c", {"strategy": ["random"], "run_ms_min": [1.0]})]))
     assert "random (a)" in same and "random (c)" in same  # one strategy in two files: two lines
 
 
 def test_roofline_figures_of_a_row():
-    row = {"flops": 2e9, "min_bytes": 1e8, "run_ms_median": 100.0, "status": "ok"}
+    row = {"flops": 2e9, "min_bytes": 1e8, "run_ms_min": 100.0, "status": "ok"}
     f = roofline.figures(row, {"gflops": 100.0, "gbps": 2.0})
     assert f["intensity"] == pytest.approx(20.0)
     assert f["gflops"] == pytest.approx(20.0) and f["gbps"] == pytest.approx(1.0)
@@ -162,7 +162,7 @@ def test_roofline_figures_of_a_row():
     assert f["roof_share"] == pytest.approx(0.5) and f["compute_share"] == pytest.approx(0.2)
     assert f["bandwidth_share"] == pytest.approx(0.5)
     assert roofline.figures(row, {"gflops": 10.0, "gbps": 2.0})["bound"] == "compute"
-    failed = roofline.figures({**row, "run_ms_median": math.nan}, {"gflops": 100.0, "gbps": 2.0})
+    failed = roofline.figures({**row, "run_ms_min": math.nan}, {"gflops": 100.0, "gbps": 2.0})
     assert failed["gflops"] is None and failed["roof_share"] is None and failed["intensity"] == pytest.approx(20.0)
     nopeak = roofline.figures(row)
     assert nopeak["gflops"] == pytest.approx(20.0) and nopeak["roof_share"] is None

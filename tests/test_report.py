@@ -31,7 +31,7 @@ def test_join_keeps_settings_from_either_side_in_first_seen_order(joined):
     assert row.loc["extra", f"{a}: status"] == "missing" and row.loc["extra", f"{b}: status"] == "ok"
     assert row.loc["mad24", f"{b}: status"] == "build_error" and math.isnan(row.loc["mad24", f"{b}: speedup"])
     assert row.loc["unroll_s1", f"{a}: ms"] == pytest.approx(
-        run_list[0].df.set_index("setting").loc["unroll_s1", "run_ms_median"])
+        run_list[0].df.set_index("setting").loc["unroll_s1", "run_ms_min"])
     assert row.loc["normal", f"{a}: speedup"] == pytest.approx(1.0)
     assert (table["family"] == "conv2d").all()
 
@@ -84,7 +84,7 @@ def test_report_is_self_contained_with_every_section(two_runs, tmp_path, monkeyp
     assert all(base64.b64decode(img)[:8] == b"\x89PNG\r\n\x1a\n" for img in images)
     run = runs.load_run(two_runs[0])
     df = run.rerank if len(run.rerank) else run.df  # the interleaved re-ranking decides when there is one
-    best = df.loc[df["run_ms_median"].idxmin()]
+    best = df.loc[df["run_ms_min"].idxmin()]
     assert f"<b>{best['setting']}</b>" in page and best["build_options"] in page
     assert "1.10" in page  # the hand-made driver string, not pandas' float 1.1
     assert "error: boom" in page

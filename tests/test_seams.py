@@ -74,11 +74,11 @@ def test_figures_are_the_measurements_own_when_it_has_them():
     assert row["real_gflops"] == pytest.approx(22 / 1e6)
 
 
-ROWS = [{"status": "ok", "phase": "search", "run_ms_median": 2.0, "family": "a", "setting": "x"},
-        {"status": "ok", "phase": "search", "run_ms_median": 1.0, "family": "b", "setting": "y"},
-        {"status": "wrong_result", "phase": "search", "run_ms_median": 0.5, "family": "a", "setting": "z"},
-        {"status": "ok", "phase": "search", "run_ms_median": 1.0, "family": "b", "setting": "y2"},
-        {"status": "ok", "phase": "rerank", "run_ms_median": 3.0, "family": "a", "setting": "x"}]
+ROWS = [{"status": "ok", "phase": "search", "run_ms_min": 2.0, "family": "a", "setting": "x"},
+        {"status": "ok", "phase": "search", "run_ms_min": 1.0, "family": "b", "setting": "y"},
+        {"status": "wrong_result", "phase": "search", "run_ms_min": 0.5, "family": "a", "setting": "z"},
+        {"status": "ok", "phase": "search", "run_ms_min": 1.0, "family": "b", "setting": "y2"},
+        {"status": "ok", "phase": "rerank", "run_ms_min": 3.0, "family": "a", "setting": "x"}]
 
 
 def test_fastest_is_the_first_fastest_ok_row_overall_per_column_or_from_the_rerank():
@@ -103,10 +103,10 @@ def test_the_sweep_command_names_each_familys_fastest_ok_first_pass_row(capsys):
 
     from cltune import cli
 
-    rows = [{"setting": "a", "family": "f1", "status": "ok", "phase": "search", "run_ms_median": 2.0},
-            {"setting": "b", "family": "f2", "status": "ok", "phase": "search", "run_ms_median": 1.0},
-            {"setting": "c", "family": "f1", "status": "wrong_result", "phase": "search", "run_ms_median": 0.1},
-            {"setting": "a", "family": "f1", "status": "ok", "phase": "rerank", "run_ms_median": 0.5}]
+    rows = [{"setting": "a", "family": "f1", "status": "ok", "phase": "search", "run_ms_min": 2.0},
+            {"setting": "b", "family": "f2", "status": "ok", "phase": "search", "run_ms_min": 1.0},
+            {"setting": "c", "family": "f1", "status": "wrong_result", "phase": "search", "run_ms_min": 0.1},
+            {"setting": "a", "family": "f1", "status": "ok", "phase": "rerank", "run_ms_min": 0.5}]
     result = tune.Result(Path("x.csv"), rows, ranking=[rows[3]], baseline_ms=2.0)
     cli._print_outcome(result, type("Cfg", (), {"baseline": "a"}))
     out = capsys.readouterr().out.splitlines()

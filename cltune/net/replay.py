@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import results
+from .. import results, schema
 from ..errors import UserError
 from ..space import Setting
 from ..sweep import Budget
@@ -84,7 +84,7 @@ def _task_table(task: Task, path: Path) -> Recorded:
             s = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
             k = ident(s)
             settings.setdefault(k, s)
-            costs.setdefault(k, []).append(row["run_ms_median"] if row["status"] == "ok" else None)
+            costs.setdefault(k, []).append(row[schema.TIME] if row["status"] == "ok" else None)
             if row["strategy"] == "builtin" and k not in builtins:
                 builtins.append(k)
     med = {k: (statistics.median(ok) if (ok := [c for c in v if c is not None]) else None) for k, v in costs.items()}

@@ -199,7 +199,7 @@ def _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter) -> Swee
         sink.append(row)
         seq[0] += 1
         counter["measured"] += 1
-        return Outcome(m.setting, row["status"], row["run_ms_median"] if row["status"] == "ok" else None)
+        return Outcome(m.setting, row["status"], row[schema.TIME] if row["status"] == "ok" else None)
 
     sweep = Sweep(lambda s, up: backend.measure(task.problem, s, cfg.timing, up),
                   lambda s: identity(s)["key"], record, resumed)
