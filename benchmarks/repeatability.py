@@ -1,8 +1,9 @@
 """Does a tuning run repeat, and what does a setting cost? Runs the same space three times on one
 device -- cold kernel caches in a worker process, warm caches in a worker, warm caches in-process --
 each a pass over every setting in turn followed by cltune's final ranking (every setting re-measured
-in interleaved rounds), and prints the Spearman rank correlation of the runs' medians for both, the wall time per setting, the share
-of wall time the device spent running kernels, and the worker process's overhead per setting.
+in interleaved rounds), and prints the Spearman rank correlation of the runs' times (their fastest
+launches, what cltune ranks by) for both, the wall time per setting, the share of wall time the
+device spent running kernels, and the worker process's overhead per setting.
 
     python benchmarks/repeatability.py [--config bench_repeat] [--device D]
 """
@@ -20,7 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cltune import config, results, tune  # noqa: E402
+from cltune import config, results, schema, tune  # noqa: E402
 
 
 def one_run(cfg, label: str, isolation: bool, out_dir: Path, device) -> dict:
@@ -46,8 +47,8 @@ def one_run(cfg, label: str, isolation: bool, out_dir: Path, device) -> dict:
             "device_share": device_share,  # kernel run time / wall time, the whole run
             "worker_overhead_ms": sum(overhead) / len(overhead) if overhead else float("nan"),
             "rerank_s": rerank_ms / 1e3,
-            "medians": ok.set_index("key")["run_ms_median"],
-            "interleaved": rerank.set_index("key")["run_ms_median"]}
+            "times": ok.set_index("key")[schema.TIME],  # what cltune ranks by: the fastest launch
+            "interleaved": rerank.set_index("key")[schema.TIME]}
 
 
 def spearman(a: pd.Series, b: pd.Series) -> float:
@@ -69,14 +70,14 @@ def main() -> None:
         runs = [one_run(cfg, "cold_worker", True, tmp, args.device),
                 one_run(cfg, "warm_worker", True, tmp, args.device),
                 one_run(cfg, "warm_inprocess", False, tmp, args.device)]
-    table = pd.DataFrame([{k: v for k, v in r.items() if k not in ("medians", "interleaved")} for r in runs])
+    table = pd.DataFrame([{k: v for k, v in r.items() if k not in ("times", "interleaved")} for r in runs])
     print(f"space: {cfg.name}, {cfg.problem.describe()}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    med = runs[0]["medians"]
-    print(f"spread of medians (slowest / fastest, first run): {med.max() / med.min():.2f}x")
+    med = runs[0]["times"]
+    print(f"spread of times (slowest / fastest, first run): {med.max() / med.min():.2f}x")
     for i, j in ((0, 1), (1, 2), (0, 2)):
         pair = f"{runs[i]['run']} vs {runs[j]['run']}"
-        print(f"Spearman {pair}: one pass, settings in turn {spearman(runs[i]['medians'], runs[j]['medians']):.3f}; "
+        print(f"Spearman {pair}: one pass, settings in turn {spearman(runs[i]['times'], runs[j]['times']):.3f}; "
               f"final ranking, interleaved {spearman(runs[i]['interleaved'], runs[j]['interleaved']):.3f}")
     extra = runs[1]["wall_per_setting_ms"] - runs[2]["wall_per_setting_ms"]
     print(f"worker vs in-process, wall per setting: {extra:+.1f} ms "

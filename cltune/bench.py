@@ -68,6 +68,28 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
     return Contender("torch", call)
 
 
+RERANK_PER_FAMILY = 2  # the settings of each family re-measured, interleaved, before the race
+
+
+def keep_freed_memory() -> bool:
+    """Keep freed memory in the process (glibc's malloc: no trimming, no fresh mmap for blocks up to
+    32 MiB), so torch and numpy, which allocate their outputs on every call, reuse pages instead of
+    faulting fresh ones in. cltune's kernels write into buffers allocated once; this makes the race
+    compare like with like, and repeatable: on a 2-core VM torch's 1x1 conv on [1,32,112,112] took
+    2.7 ms with 1,900 page faults a call, 0.36 ms with none, and which of the two a process got
+    depended on its heap's history (torch raced at 0.90 ms in one `cltune bench`, 0.37 in the
+    next). Returns whether it applied (glibc only; elsewhere the race runs as it is)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(mallopt(m_mmap_threshold, 32 << 20)) and bool(mallopt(m_trim_threshold, 1 << 30))
+
+
 def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float = 0.15) -> dict[str, list[float]]:
     """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Before its timed
     calls each contender runs untimed for `warm_s`: thread pools keep spinning after a call (OpenBLAS
@@ -111,8 +133,10 @@ def write(df: pd.DataFrame, out: Path) -> None:
 
 
 def best_per_family(csv_path: Path) -> dict[str, dict]:
-    """The fastest verified row of each family in a tuning results file."""
-    return {family: row.to_dict() for family, row in schema.fastest(results.load(csv_path), per="family").items()}
+    """The fastest verified row of each family in a tuning results file, from its interleaved
+    re-ranking when it has one."""
+    return {family: row.to_dict()
+            for family, row in schema.fastest(results.load(csv_path), per="family", rerank_first=True).items()}
 
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
@@ -121,11 +145,14 @@ def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Pa
         return {}
     # The config's [[setting]]s (e.g. each family's built-in settings) are measured as well, so the
     # search starts from known good points.
+    # Each family's best two are measured again in interleaved rounds: a setting timed during a slow
+    # phase of a shared machine (half its cores gone for 50-150 ms) loses its family's place.
     layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, baseline=None,
-                        spaces=spaces, layers=())
+                        spaces=spaces, layers=(), rerank_per_family=True)
     path = out_dir / f"{slug(layer_cfg.name)}.csv"  # inside out_dir whatever the names hold
     resume = bool(opts.resume) and path.exists()  # a layer not tuned yet is tuned into its file
-    tune.run(layer_cfg, replace(opts, out=None if resume else path, resume=path if resume else None, rerank=0))
+    tune.run(layer_cfg, replace(opts, out=None if resume else path, resume=path if resume else None,
+                                     rerank=RERANK_PER_FAMILY))
     best = best_per_family(path)
     for family, row in best.items():
         echo(f"  {name}: best {family} {row[schema.TIME]:.3f} ms  {row['params']}")
@@ -199,6 +226,7 @@ def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | No
         echo(f"tuning {name} ({kind}): {problem.describe()}")
         best[name] = tune_layer(cfg, name, problem, opts, out_dir, echo)
     runner = Runner(opts.device, rtol=cfg.rtol, atol=cfg.atol)
+    keep_freed_memory()
     rows = []
     for name, kind, problem in layers:
         contenders = layer_contenders(runner, problem, best[name])

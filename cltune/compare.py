@@ -15,8 +15,8 @@ KEYS = ["problem", "setting"]
 
 
 def join(run_list, baseline: str | None = None) -> pd.DataFrame:
-    """One row per (problem, setting) seen in any run, in first-seen order; per run its median run
-    time, its speedup over that run's baseline and its status ("missing" where the run lacks it)."""
+    """One row per (problem, setting) seen in any run, in first-seen order; per run its run
+    time (schema.TIME), its speedup over that run's baseline and its status ("missing" where the run lacks it)."""
     table, order = None, {}
     for run in run_list:
         df = run.df.drop_duplicates(KEYS, keep="last")  # a resumed file: the latest measurement

@@ -55,6 +55,7 @@ class Config:
     time_limit_s: float | None = None  # seconds per space
     rerank: int = 3  # the top settings re-measured interleaved at the end
     rerank_repeat: int = 10
+    rerank_per_family: bool = False  # the top `rerank` of each family (`cltune bench`), not overall
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
 

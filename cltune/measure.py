@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import deque
@@ -109,8 +110,22 @@ class Runner:
         self.bufs = Buffers(cl.Buffer(self.ctx, ro, hostbuf=x), cl.Buffer(self.ctx, ro, hostbuf=w),
                             cl.Buffer(self.ctx, ro, hostbuf=b),
                             cl.Buffer(self.ctx, mf.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
-        self.expected = reference_conv2d(problem, x, w, b if problem.bias else None) if reference else None
+        self.expected = None
+        if reference:
+            with self._host_blas():
+                self.expected = reference_conv2d(problem, x, w, b if problem.bias else None)
         self._problem = problem if inputs is None else None
+
+    def _host_blas(self):
+        """Host BLAS on one thread when the device is the CPU: OpenBLAS's threads busy-wait about
+        0.1 s after a call, on the cores the kernels run on. Measured on PoCL (2 cores), a kernel
+        timed right after a 2-thread 600x600 matmul ran 1.4-1.5x slow on average over its next 40
+        launches (most at 2x), and 1.02-1.08x after the same matmul on one thread."""
+        if self.device.type & cl.device_type.CPU:
+            from threadpoolctl import threadpool_limits
+
+            return threadpool_limits(1, user_api="blas")
+        return contextlib.nullcontext()
 
     def _check_fits(self, problem: Problem) -> None:
         reason = problem.size_refusal(self.info)

@@ -34,7 +34,7 @@ class Outcome:
 
     setting: Setting
     status: str
-    cost: float | None  # median run ms when ok
+    cost: float | None  # run ms (schema.TIME, the fastest launch) when ok
 
 
 @dataclass
@@ -146,7 +146,17 @@ class Sweep:
             done.append(outcome)
         return done
 
-    def top(self, k: int) -> list[Outcome]:
-        """The k fastest ok settings of this run (resumed ones it met count too), fastest first."""
-        ok = [o for o in self.outcomes.values() if o.status == Status.OK.value and o.cost is not None]
-        return sorted(ok, key=lambda o: o.cost)[:k]
+    def top(self, k: int, per_family: bool = False) -> list[Outcome]:
+        """The k fastest ok settings of this run (resumed ones it met count too), fastest first;
+        per_family: the k fastest of each family."""
+        ok = sorted((o for o in self.outcomes.values() if o.status == Status.OK.value and o.cost is not None),
+                    key=lambda o: o.cost)
+        if not per_family:
+            return ok[:k]
+        taken: dict[str, int] = {}
+        out = []
+        for o in ok:
+            if taken.get(o.setting.family, 0) < k:
+                taken[o.setting.family] = taken.get(o.setting.family, 0) + 1
+                out.append(o)
+        return out

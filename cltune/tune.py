@@ -117,7 +117,8 @@ def expected_rows(cfg, opts: Options) -> int:
             continue
         valid = len(space.valid_settings(cfg.problem))
         n += min(valid, cfg.budget) if cfg.budget else valid
-    return n + (cfg.rerank + 1 if cfg.rerank else 0)
+    families = {s.family for s in (*cfg.spaces, *cfg.settings)} if cfg.rerank_per_family else {None}
+    return n + (cfg.rerank * len(families) + 1 if cfg.rerank else 0)
 
 
 def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, backend=None) -> Result:
@@ -220,7 +221,7 @@ class Steps:
         are side by side; a finished sweep resumed measures nothing again."""
         cfg, rec = self.cfg, self.rec
         res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
-        top = self.sweep.top(cfg.rerank)
+        top = self.sweep.top(cfg.rerank, per_family=cfg.rerank_per_family)
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
         rec.strategy = "rerank"

@@ -130,3 +130,24 @@ def test_a_devices_first_launches_are_warm_up():
     fake = FakeQueue([30.0], device_ms=0.0)  # --warmup 0 means none at all
     assert len(Runner._timed(fake, None, Timing(warmup=0, repeat=2), fake._enqueue(None))) == 2
     assert fake.launched == 3
+
+
+def test_the_reference_runs_on_one_blas_thread_beside_a_cpu_device(monkeypatch):
+    """OpenBLAS's threads busy-wait after a call, on the cores a CPU device's kernels are timed on."""
+    from threadpoolctl import threadpool_info
+
+    from cltune import measure
+    from cltune.problem import Problem
+
+    seen = []
+
+    def reference(*args):
+        seen.append([i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"])
+        return real(*args)
+
+    real = measure.reference_conv2d
+    monkeypatch.setattr(measure, "reference_conv2d", reference)
+    runner = Runner(None)
+    runner.load_problem(Problem.from_shapes([1, 4, 8, 8], [4, 4, 3, 3], padding=1))
+    is_cpu = bool(runner.device.type & measure.cl.device_type.CPU)
+    assert len(seen) == 1 and seen[0] and (not is_cpu or set(seen[0]) == {1})

@@ -173,6 +173,29 @@ def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
     assert res.ranking[0]["run_ms_min"] == min(fake_cost(s.values) for s in backend.measured)
 
 
+def test_rerank_per_family_takes_the_best_of_every_family(tmp_path):
+    from dataclasses import replace
+
+    from cltune.bench import best_per_family
+
+    cfg = make_config(strategy="exhaustive", rerank=2, rerank_repeat=3, settings=False)
+    direct = config.parse({"name": "d", "problem": {"input": [1, 4, 8, 8], "weight": [4, 4, 3, 3], "padding": 1},
+                           "space": [{"family": "direct", "params": {"VEC": [4], "BLOCK_W": [1, 2]}}]}, "d.toml")
+    cfg = replace(cfg, spaces=cfg.spaces + direct.spaces)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    overall, _ = run_fake(cfg, tmp_path / "a")  # the two fastest points overall are conv2d ones
+    assert {s.family for s in overall.interleaved[0]} == {"conv2d"}
+    backend, res = run_fake(replace(cfg, rerank_per_family=True), tmp_path / "b")
+    chosen = backend.interleaved[0]
+    assert sorted(s.family for s in chosen) == ["conv2d", "conv2d", "direct", "direct"]
+    per_family = tune.expected_rows(replace(cfg, rerank_per_family=True), tune.Options())
+    assert per_family - tune.expected_rows(cfg, tune.Options()) == 2  # two more rerank rows: direct's
+    assert sum(r["phase"] == "rerank" for r in res.rows) == 4
+    best = best_per_family(tmp_path / "b" / "r.csv")
+    assert set(best) == {"conv2d", "direct"} and {r["phase"] for r in best.values()} == {"rerank"}
+
+
 def test_best_database_round_trip(tmp_path):
     cfg = make_config(budget=10)
     _, res = run_fake(cfg, tmp_path)
