@@ -32,7 +32,7 @@ class Recorded:
     """One task's table: every setting measured for it, its cost (None: it failed)."""
 
     task: Task
-    costs: dict  # ident -> median run ms, or None
+    costs: dict  # ident -> the median over its recordings of its run ms (schema.TIME), or None
     settings: dict  # ident -> Setting
     builtins: tuple  # idents recorded as built-ins, in recorded order
 
