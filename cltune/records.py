@@ -59,7 +59,7 @@ class Timing:
     Fixed count (`adaptive` off, as with `--repeat`): at least `repeat` timed launches and
     `min_time_ms` of timed kernel time, up to `max_repeat`.
 
-    Adaptive (the default; `incumbent_ms` is the sweep's best median so far): a point gets
+    Adaptive (the default; `incumbent_ms` is the sweep's best time so far): a point gets
     `first_look` launches, then
     - stops there when its fastest launch is above `stop_margin` x the incumbent (clearly slower;
       `stopped_early` says so);
