@@ -21,6 +21,7 @@ measuring time inside it), and best point. `--keep DIR` keeps every run's CSV an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -241,8 +242,9 @@ def main() -> None:
     ap.add_argument("--device", type=int, default=None, help="flat device index (default: cltune's choice)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each tool in part 1 (the first cold)")
     ap.add_argument("--iterations", type=int, default=5, help="Kernel Tuner's timed launches per point")
-    ap.add_argument("--no-adaptive-part", action="store_true", help="skip part 2")
-    ap.add_argument("--only-adaptive-part", action="store_true", help="skip part 1")
+    parts = ap.add_mutually_exclusive_group()
+    parts.add_argument("--no-adaptive-part", action="store_true", help="skip part 2")
+    parts.add_argument("--only-adaptive-part", action="store_true", help="skip part 1")
     ap.add_argument("--keep", type=Path, help="keep every run's results and kernel caches in this folder")
     ap.add_argument("--kt-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -258,13 +260,12 @@ def main() -> None:
     _, info = dev.select(args.device)
     print(dev.machine_line(info))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with tempfile.TemporaryDirectory(prefix="cltune-kt-") as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        if any(args.keep.iterdir()):
+            raise SystemExit(f"--keep {args.keep}: expected an empty or new folder")
+    with contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="cltune-kt-") as tmp:
         tmp = Path(tmp)
-        if args.keep:
-            args.keep.mkdir(parents=True, exist_ok=True)
-            if any(args.keep.iterdir()):
-                raise SystemExit(f"--keep {args.keep}: expected an empty or new folder")
-            tmp = args.keep
         if not args.only_adaptive_part:
             print("part 1: configs/kt_compare.toml, 48 points, each tool in a fresh process")
             report1(part1(info.index, args.runs, args.iterations, tmp))

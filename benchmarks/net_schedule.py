@@ -37,6 +37,8 @@ MAIN = ("gradient+transfer", "round-robin")
 
 
 def main(argv=None):
+    from cltune.errors import UserError
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="mode", required=True)
     rec = sub.add_parser("record", help="measure a network's landscape once into a run folder")
@@ -66,12 +68,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         {"record": record_mode, "replay": replay_mode, "live": live_mode}[args.mode](args)
-    except Exception as exc:  # a user's mistake (a bad folder, an unknown network) is one line
-        from cltune.errors import UserError
-
-        if isinstance(exc, UserError) or type(exc).__name__ == "ClickException":
-            sys.exit(f"Error: {exc}")
-        raise
+    except UserError as exc:  # a user's mistake (a bad folder, an unknown network) is one line
+        sys.exit(f"Error: {exc}")
 
 
 def _points(text: str) -> list[int]:

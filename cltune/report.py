@@ -115,7 +115,7 @@ def best_html(df: pd.DataFrame, rerank: pd.DataFrame | None = None) -> str:
         best = schema.fastest(df)
     if best is None:
         return "<p>No setting ran correctly.</p>"
-    return (f"<p><b>{esc(best['setting'])}</b> ({esc(best['family'])}): run {esc(best[runs.TIME])} ms, "
+    return (f"<p><b>{esc(best['setting'])}</b> ({esc(best['family'])}): run {esc(best[schema.TIME])} ms, "
             f"{esc(best.get('gflops'))} GFLOP/s</p><p>knob values: <code>{esc(best.get('params'))}"
             f"</code></p><p>build options: <code>{esc(best.get('build_options'))}</code></p>")
 

@@ -23,7 +23,7 @@ SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_m
 
 
 # What the sweep prepares for every setting, for the measurements that could not report it (a
-# worker that crashed or timed out): see tune.Prepare.
+# worker that crashed or timed out): see tune._identity.
 PREPARED = ("build_options", "source_hash", "bytes_model", "real_flops", "weight_bytes")
 
 

@@ -92,15 +92,20 @@ def difference(held: dict, wanted: dict) -> str | None:
 def fastest(df, per: str | None = None, rerank_first: bool = False):
     """The fastest ok row of a results DataFrame (or a list of row dicts), as a pandas Series, or
     None when no row is ok; with `per` a column, {value: fastest row} for each value, in sorted
-    order. rerank_first: from the interleaved re-ranking's rows when it has ok ones. Ties: the first."""
+    order. rerank_first: from the interleaved re-ranking's rows when it has ok ones (per group, with
+    `per`: a family whose re-ranking failed keeps its first-pass best). Ties: the first."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
         rows = list(df)
         df = pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+
+    def pick(ok):
+        if rerank_first and PHASE in ok and (ok[PHASE] == RERANK).any():
+            ok = ok[ok[PHASE] == RERANK]
+        return ok.loc[ok[TIME].astype(float).idxmin()]
+
     ok = df[df[STATUS] == OK]
-    if rerank_first and PHASE in ok and (ok[PHASE] == RERANK).any():
-        ok = ok[ok[PHASE] == RERANK]
     if per is not None:
-        return {key: group.loc[group[TIME].astype(float).idxmin()] for key, group in ok.groupby(per)}
-    return ok.loc[ok[TIME].astype(float).idxmin()] if len(ok) else None
+        return {key: pick(group) for key, group in ok.groupby(per)}
+    return pick(ok) if len(ok) else None

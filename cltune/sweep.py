@@ -9,6 +9,7 @@ as they finish; strategies then hand over `batch` settings at a time.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -153,10 +154,10 @@ class Sweep:
                     key=lambda o: o.cost)
         if not per_family:
             return ok[:k]
-        taken: dict[str, int] = {}
+        seen: Counter = Counter()
         out = []
         for o in ok:
-            if taken.get(o.setting.family, 0) < k:
-                taken[o.setting.family] = taken.get(o.setting.family, 0) + 1
+            seen[o.setting.family] += 1
+            if seen[o.setting.family] <= k:
                 out.append(o)
         return out

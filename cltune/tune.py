@@ -272,9 +272,8 @@ def resumed_outcomes(df, retry_failed: bool = False) -> dict:
     return out
 
 
-def _resumed(path: Path, retry_failed: bool = False) -> tuple[dict, bool]:
-    """resumed_outcomes() of a file, and whether it holds a re-ranking (net/run.py resumes with it)."""
+def resumed_file(path: Path, retry_failed: bool = False) -> dict:
+    """resumed_outcomes() of a file (empty when there is none yet); net/run.py resumes with it."""
     if not path.exists() or path.stat().st_size == 0:
-        return {}, False
-    df = results.load(path)
-    return resumed_outcomes(df, retry_failed), bool((df["phase"] == "rerank").any())
+        return {}
+    return resumed_outcomes(results.load(path), retry_failed)

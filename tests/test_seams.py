@@ -88,6 +88,13 @@ def test_fastest_is_the_first_fastest_ok_row_overall_per_column_or_from_the_rera
     assert schema.fastest(ROWS[2:3]) is None and schema.fastest([]) is None
 
 
+def test_fastest_per_family_prefers_each_familys_own_rerank():
+    """A family whose re-ranking rows all failed keeps its first-pass best; the others take theirs."""
+    rows = ROWS + [{"status": "timeout", "phase": "rerank", "run_ms_min": None, "family": "b", "setting": "y"}]
+    best = schema.fastest(rows, per="family", rerank_first=True)
+    assert {k: (r["setting"], r["phase"]) for k, r in best.items()} == {"a": ("x", "rerank"), "b": ("y", "search")}
+
+
 def test_a_results_file_of_a_newer_schema_is_refused_in_one_line_saying_how(tmp_path):
     path = tmp_path / "new.csv"
     path.write_text('#cltune-results {"schema": 3, "device": {}}\n' + ",".join(schema.COLUMNS) + "\n")

@@ -91,7 +91,7 @@ def again(net: Network, cfg, backend, table: str | Path) -> tuple[float, float]:
             sink = open_task_file(stack, net, task, table, info, resume=True)
             sweep = _sweep(task, net, cfg, info, backend, sink, {}, None, counter)
             sweep.strategy = "builtin"
-            costs = [sweep.record(backend.measure(task.problem, s, cfg.timing, []), "search").cost
+            costs = [sweep.record(sweep.measure(s, []), "search").cost
                      for s in builtins(task.problem, info)]  # task_state's built-ins, without its space
             now += task.weight * min((c for c in costs if c is not None), default=float("nan"))
     return builtin_only(before), now

@@ -113,8 +113,9 @@ def replay_states(table: list[Recorded], seed: int) -> list[TaskState]:
     out = []
     for i, rec in enumerate(table):
         order = own_order([rec.settings[k] for k in rec.points], seed, i)
+        # It may run what the table holds, its points and built-ins: TaskState's default.
         out.append(TaskState(rec.task, [rec.settings[k] for k in rec.builtins], order,
-                             neighbours=one_knob(rec, seed), allows=lambda s, rec=rec: ident(s) in rec.costs))
+                             neighbours=one_knob(rec, seed)))
     return out
 
 

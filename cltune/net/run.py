@@ -127,7 +127,7 @@ def open_sweeps(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, info,
     """task name -> its Sweep into its results file; with `resume`, the rows there are not measured again."""
     sweeps = {}
     for task in tasks:
-        resumed = tune._resumed(task_file(run_dir, task))[0] if resume else {}
+        resumed = tune.resumed_file(task_file(run_dir, task)) if resume else {}
         sink = open_task_file(stack, net, task, run_dir, info, resume)
         sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
     return sweeps

@@ -11,6 +11,13 @@ def cached(bufs, key, make):
     return bufs.cache[key]
 
 
+def upload(ctx, host):
+    """A read-only device buffer holding a copy of the host array (repacked weights, a zero bias)."""
+    import pyopencl as cl  # only here: the family registry itself needs no OpenCL
+
+    return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+
 def scratch(ctx, bufs, key, nbytes: int):
     """A read-write device buffer of at least nbytes, kept in bufs.cache under key."""
     old = bufs.cache.get(key)

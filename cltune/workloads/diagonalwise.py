@@ -14,7 +14,9 @@ import dataclasses
 
 import numpy as np
 
-from . import FAMILIES, Family, register
+from . import FAMILIES, register
+from .base import Family
+from .buffers import upload
 
 PREFIX = "diagonalwise_"
 WEIGHT_KEY = "diagonalwise_weight"
@@ -72,12 +74,9 @@ class DiagonalwiseFamily(Family):
         return self.inner.defines(refactored_problem(problem), p)
 
     def launches(self, ctx, queue, problem, p, bufs):
-        import pyopencl as cl
-
         if WEIGHT_KEY not in bufs.cache:
             host = refactored_weight(problem, bufs.w_host)
-            flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-            bufs.cache[WEIGHT_KEY] = (cl.Buffer(ctx, flags, hostbuf=host), host)
+            bufs.cache[WEIGHT_KEY] = (upload(ctx, host), host)
         w, w_host = bufs.cache[WEIGHT_KEY]
         # The inner family gets a cache of its own: its keys cannot collide with other wrappers'.
         inner_cache = bufs.cache.setdefault((PREFIX, self.inner.name), {})

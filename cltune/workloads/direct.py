@@ -14,7 +14,7 @@ import numpy as np
 
 from . import register
 from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size, round_up
-from .buffers import scratch
+from .buffers import cached, scratch, upload
 
 MAX_ACCUMULATORS = 512  # floats per work-item: beyond AVX-512's 32 x 16 no register file holds a block
 INDEX_LIMIT = 1 << 31  # the kernel indexes with int
@@ -167,13 +167,7 @@ def weight_buffer(ctx, bufs, layout: str, block_k: int, nkb: int):
     if layout == "kcrs" and nkb * block_k == bufs.w_host.shape[0]:
         return bufs.w
     key = ("direct.weights", layout, block_k)
-    if key not in bufs.cache:
-        import pyopencl as cl  # only here: the family registry itself needs no OpenCL
-
-        host = pack_weights(bufs.w_host, layout, block_k)
-        bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                    hostbuf=host)
-    return bufs.cache[key]
+    return cached(bufs, key, lambda: upload(ctx, pack_weights(bufs.w_host, layout, block_k)))
 
 
 register(DirectFamily(

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from .base import Launch, round_up
-from .buffers import cached, scratch
+from .buffers import cached, scratch, upload
 
 STEPS = ("bias", "act", "pool")  # the order they apply in; FUSE counts a prefix of it
 ACT_CODES = {"none": 0, "relu": 1, "relu6": 2}
@@ -35,8 +35,6 @@ def macros(inner) -> dict:
 
 
 def launches(family, ctx, queue, problem, p, bufs) -> list[Launch]:
-    import pyopencl as cl
-
     inner, separate = split(problem, family.fusable, p["FUSE"])
     if not separate:
         return family.launches(ctx, queue, problem, p, bufs)
@@ -46,8 +44,7 @@ def launches(family, ctx, queue, problem, p, bufs) -> list[Launch]:
         target = scratch(ctx, bufs, "epilogue_map", conv_nbytes)
     bias = bufs.b
     if "bias" in separate:
-        bias = cached(bufs, "epilogue_zero_bias", lambda: cl.Buffer(
-            ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.zeros(problem.out_c, np.float32)))
+        bias = cached(bufs, "epilogue_zero_bias", lambda: upload(ctx, np.zeros(problem.out_c, np.float32)))
     out = family.launches(ctx, queue, inner, p, replace(bufs, out=target, out_nbytes=conv_nbytes, b=bias))
     n, k, h, w = problem.conv_shape
     total, i32 = n * k * h * w, np.int32

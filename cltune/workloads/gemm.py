@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from . import register
 from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size
-from .buffers import cached, scratch
+from .buffers import cached, scratch, upload
 from .gemm_layout import (col_elems, gemm_cols, group_dims, is_pointwise, kpad, local_bytes,
                           n_tiles, pack_weights)
 
@@ -161,19 +161,13 @@ class GemmFamily(Family):
 
 
 def zeros_buffer(ctx, n: int):
-    import pyopencl as cl
-
-    return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                     hostbuf=np.zeros(max(1, n), np.float32))
+    return upload(ctx, np.zeros(max(1, n), np.float32))
 
 
 def packed_weights(ctx, bufs, pr, p):
     if p["WLAYOUT"] == "oihw":
         return bufs.w
-    import pyopencl as cl
-
-    host = pack_weights(bufs.w_host, p["WLAYOUT"], p["TM"], kpad(pr, p))
-    return cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    return upload(ctx, pack_weights(bufs.w_host, p["WLAYOUT"], p["TM"], kpad(pr, p)))
 
 
 IM2COL_PARAMS = COMMON_PARAMS + (

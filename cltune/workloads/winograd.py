@@ -11,7 +11,7 @@ import numpy as np
 
 from . import register
 from .base import Family, Launch, Param, global_size, local_size
-from .buffers import scratch
+from .buffers import cached, scratch, upload
 
 # Y = A^T [(G g G^T) * (B^T d B)] A, per tile of TILE x TILE outputs from an ALPHA x ALPHA patch.
 BT = {
@@ -140,20 +140,16 @@ class WinogradFamily(Family):
         return out
 
     def launches(self, ctx, queue, problem, p, bufs):
-        import pyopencl as cl
-
         pr, s, aa = problem, sizes(problem, p), (p["TILE"] + 2) ** 2
         key = ("winograd_u", p["TILE"], p["TM"], s["K_PAD"])
-        if key not in bufs.cache:
-            u = filter_transform(pr, p, bufs.w_host)
-            bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=u)
+        u = cached(bufs, key, lambda: upload(ctx, filter_transform(pr, p, bufs.w_host)))
         v = scratch(ctx, bufs, "winograd_v", 4 * aa * pr.in_c * s["P_PAD"])
         m = scratch(ctx, bufs, "winograd_m", 4 * aa * s["K_PAD"] * s["P_PAD"])
         lws = local_size(p)
         gemm = (s["P_PAD"] // p["TN"], s["K_PAD"] // p["TM"], aa)
         return [
             Launch("input", "winograd_input", [bufs.x, v], (s["P_PAD"] // p["VW"], pr.in_c), None),
-            Launch("gemm", "winograd_gemm", [bufs.cache[key], v, m], global_size(gemm, lws), lws),
+            Launch("gemm", "winograd_gemm", [u, v, m], global_size(gemm, lws), lws),
             Launch("output", "winograd_output", [m, bufs.b, bufs.out],
                    (-(-s["P"] // p["VW"]), pr.out_c), None),
         ]
