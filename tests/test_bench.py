@@ -21,6 +21,26 @@ def test_numpy_baseline_matches_the_reference(shapes):
     np.testing.assert_allclose(numpy_conv2d(p, x, w, b), reference_conv2d(p, x, w, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shapes", [
+    dict(input_shape=(2, 3, 9, 8), weight_shape=(4, 3, 3, 2), stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
+    dict(input_shape=(1, 6, 7, 7), weight_shape=(6, 1, 3, 3), stride=2, padding=1, groups=6, activation="relu6"),
+    dict(input_shape=(1, 4, 8, 6), weight_shape=(8, 2, 1, 1), groups=2, bias=False, activation="relu", pool=2),
+])
+def test_torch_baseline_matches_the_reference_call_after_call(shapes):
+    """torch writes into one output it keeps (and applies the epilogue in place): every call's
+    result is still the layer's, not the previous call's transformed again."""
+    pytest.importorskip("torch")
+    from cltune.bench import torch_contender
+
+    p = Problem.from_shapes(**shapes)
+    x, w, b = p.make_inputs(1)
+    b = b if p.bias else None
+    expected = reference_conv2d(p, x, w, b)  # the epilogue included
+    call = torch_contender(p, x, w, b).call
+    for _ in range(3):
+        np.testing.assert_allclose(call().numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_geomean_ignores_missing_values():
     assert geomean([2.0, 8.0, float("nan"), None]) == pytest.approx(4.0)
 
