@@ -106,17 +106,27 @@ def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float
     calls each contender runs untimed for `warm_s`: thread pools keep spinning after a call (OpenBLAS
     for about 0.1 s) and would slow whoever runs next, while a contender whose own threads went to
     sleep would pay their wake-up; this time-based warm-up lets the one fade and the other wake."""
-    times = {c.name: [] for c in contenders}
+    return race_groups([contenders], rounds, block, warm_s)[0]
+
+
+def race_groups(groups: list[list[Contender]], rounds: int, block: int = 5,
+                warm_s: float = 0.15) -> list[dict[str, list[float]]]:
+    """`race` over several groups (a suite's layers) at once: each round visits every group, so each
+    group's calls spread over the whole race rather than a few seconds of it. A slow phase of a
+    shared machine (memory-bound layers ran torch 1.3-2x slow for several seconds at a time) then
+    costs a group some of its rounds, not all of them."""
+    times = [{c.name: [] for c in group} for group in groups]
     for _ in range(rounds):
-        for c in contenders:
-            end = time.perf_counter() + warm_s
-            c.call()
-            while time.perf_counter() < end:
+        for group, out in zip(groups, times):
+            for c in group:
+                end = time.perf_counter() + warm_s
                 c.call()
-            for _ in range(block):
-                t0 = time.perf_counter()
-                c.call()
-                times[c.name].append((time.perf_counter() - t0) * 1e3)
+                while time.perf_counter() < end:
+                    c.call()
+                for _ in range(block):
+                    t0 = time.perf_counter()
+                    c.call()
+                    out[c.name].append((time.perf_counter() - t0) * 1e3)
     return times
 
 
@@ -194,14 +204,16 @@ def layer_contenders(runner, problem: Problem, best: dict) -> list[Contender]:
 
 
 def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> list[dict]:
+    """One row per contender. Contenders are compared by their fastest call (`ms`), as cltune ranks
+    settings by their fastest launch (schema.TIME): a shared machine only ever slows a call down."""
     from .workloads import get_family
 
-    med = {name: statistics.median(v) for name, v in times.items()}
+    fastest = {name: min(v) for name, v in times.items()}
     cl = [c for c in contenders if c.family and not c.name.endswith(":unfused")]
-    best = min(cl, key=lambda c: med[c.name]).name if cl else None
+    best = min(cl, key=lambda c: fastest[c.name]).name if cl else None
     rows = []
     for c in contenders:
-        m = med[c.name]
+        m = fastest[c.name]
         moved = weights = None
         if c.family:
             fam = get_family(c.family)
@@ -209,10 +221,10 @@ def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> lis
             moved, weights = fig["bytes_model"], fig["weight_bytes"]
         rows.append({"layer": layer, "kind": kind, "problem": problem.key, "contender": c.name,
                      "family": c.family, "setting": c.setting, "params": c.params, "bytes_model": moved,
-                     "weight_bytes": weights,
-                     "ms_median": m, "ms_min": min(times[c.name]), "gflops": problem.flops / (m * 1e6),
-                     "vs_torch": med["torch"] / m if "torch" in med else math.nan,
-                     "vs_numpy": med["numpy"] / m, "best_cltune": c.name == best})
+                     "weight_bytes": weights, "ms": m, "ms_median": statistics.median(times[c.name]),
+                     "gflops": problem.flops / (m * 1e6),
+                     "vs_torch": fastest["torch"] / m if "torch" in fastest else math.nan,
+                     "vs_numpy": fastest["numpy"] / m, "best_cltune": c.name == best})
     return rows
 
 
@@ -238,17 +250,18 @@ def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | No
         best[name] = tune_layer(cfg, name, problem, opts, out_dir, echo)
     runner = Runner(opts.device, rtol=cfg.rtol, atol=cfg.atol)
     keep_freed_memory()
+    groups = [layer_contenders(runner, problem, best[name]) for name, _, problem in layers]
     rows = []
-    for name, kind, problem in layers:
-        contenders = layer_contenders(runner, problem, best[name])
-        rows += summarize(name, kind, problem, contenders, race(contenders, rounds))
+    for (name, kind, problem), contenders, times in zip(layers, groups, race_groups(groups, rounds)):
+        rows += summarize(name, kind, problem, contenders, times)
     return pd.DataFrame(rows)
 
 
 def format_summary(df: pd.DataFrame) -> str:
-    """Per layer: each contender's ms and GFLOP/s, the best cltune kernel's ratios; geomeans per kind."""
+    """Per layer: each contender's fastest call (ms) and GFLOP/s, the best cltune kernel's ratios;
+    geomeans per kind."""
     lines = []
-    wide = df.pivot_table(index=["layer"], columns="contender", values="ms_median", sort=False)
+    wide = df.pivot_table(index=["layer"], columns="contender", values="ms", sort=False)
     best = df[df["best_cltune"]].set_index("layer")
     table = wide.copy()
     table["best cltune"] = best["contender"]
@@ -261,17 +274,17 @@ def format_summary(df: pd.DataFrame) -> str:
         lines.append("fused epilogue against the same kernel with its epilogue as separate kernels:")
         for _, u in unfused.iterrows():
             f = df[(df["layer"] == u["layer"]) & (df["contender"] == u["contender"][: -len(":unfused")])].iloc[0]
-            lines.append(f"  {u['layer']:<24} {f['contender']:<22} fused {f['ms_median']:8.3f} ms "
-                         f"({f['bytes_model'] / 1e6:6.2f} MB)  unfused {u['ms_median']:8.3f} ms "
-                         f"({u['bytes_model'] / 1e6:6.2f} MB)  {u['ms_median'] / f['ms_median']:.2f}x")
+            lines.append(f"  {u['layer']:<24} {f['contender']:<22} fused {f['ms']:8.3f} ms "
+                         f"({f['bytes_model'] / 1e6:6.2f} MB)  unfused {u['ms']:8.3f} ms "
+                         f"({u['bytes_model'] / 1e6:6.2f} MB)  {u['ms'] / f['ms']:.2f}x")
     diag = df[df["family"].fillna("").str.startswith("diagonalwise_")]
     if len(diag):
         lines.append("diagonalwise refactorization: its block-diagonal weights against the depthwise ones:")
         for _, d in diag.iterrows():
             dw = df[(df["layer"] == d["layer"]) & (df["family"] == "depthwise")]
-            vs = (f"; the depthwise kernel: {dw['ms_median'].iloc[0]:.3f} ms, weights "
+            vs = (f"; the depthwise kernel: {dw['ms'].iloc[0]:.3f} ms, weights "
                   f"{dw['weight_bytes'].iloc[0] / 1e6:.4f} MB") if len(dw) else ""
-            lines.append(f"  {d['layer']:<16} {d['contender']:<30} {d['ms_median']:8.3f} ms, weights "
+            lines.append(f"  {d['layer']:<16} {d['contender']:<30} {d['ms']:8.3f} ms, weights "
                          f"{d['weight_bytes'] / 1e6:.3f} MB{vs}")
     for kind, group in best.groupby("kind"):
         lines.append(f"geometric mean over {len(group)} {kind} layers: best cltune kernel "
