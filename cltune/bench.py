@@ -79,7 +79,11 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
     return Contender("torch", call)
 
 
-RERANK_PER_FAMILY = 2  # the settings of each family re-measured, interleaved, before the race
+# The settings of each family re-measured, interleaved, before the race. A slow phase of a shared
+# machine can cover a whole family's search (winograd on resnet18_conv2: its best setting timed 0.92
+# ms in one run's search, 0.55 in the other's, third of its family); four cost a few builds and
+# launches a layer, and put it back in the running.
+RERANK_PER_FAMILY = 4
 
 
 def keep_freed_memory() -> bool:
@@ -166,8 +170,8 @@ def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Pa
         return {}
     # The config's [[setting]]s (e.g. each family's built-in settings) are measured as well, so the
     # search starts from known good points.
-    # Each family's best two are measured again in interleaved rounds: a setting timed during a slow
-    # phase of a shared machine (half its cores gone for 50-150 ms) loses its family's place.
+    # Each family's best RERANK_PER_FAMILY are measured again in interleaved rounds: a setting
+    # timed during a slow phase of a shared machine (half its cores gone) loses its family's place.
     layer_cfg = replace(cfg, name=f"{cfg.name}-{name}", problem=problem, baseline=None,
                         spaces=spaces, layers=(), rerank_per_family=True)
     path = out_dir / f"{slug(layer_cfg.name)}.csv"  # inside out_dir whatever the names hold
