@@ -184,3 +184,35 @@ def test_a_sweep_that_measured_nothing_exits_1_and_keeps_its_rows(tmp_path, devi
         assert says in res.output and res.output.count("Error:") == 1
     else:
         assert "Error" not in res.output
+
+
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("0", "0")])
+def test_pocl_threads_are_pinned_unless_the_user_says_otherwise(given, expected):
+    """cltune.device (which every device query goes through) sets POCL_AFFINITY=1 before PoCL starts
+    its threads; a value already set is kept."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "POCL_AFFINITY"}
+    if given is not None:
+        env["POCL_AFFINITY"] = given
+    out = subprocess.run([sys.executable, "-c", "import os, cltune.device; print(os.environ['POCL_AFFINITY'])"],
+                         capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == expected
+
+
+def test_affinity_benchmark_prints_both_kinds_side_by_side(device):
+    """benchmarks/pocl_affinity.py runs end to end (a few launches: a smoke test, not a measurement)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if "Portable Computing Language" not in device.platform:
+        pytest.skip("POCL_AFFINITY is PoCL's")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pocl_affinity.py"
+    out = subprocess.run([sys.executable, str(script), "--device", str(device.index), "--launches", "20",
+                          "--pairs", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()[-2:]]
+    assert [r[0] for r in rows] == ["1", "0"] and all(r[-2].endswith("%") for r in rows)
