@@ -36,14 +36,10 @@ def child(device: int | None, launches: int) -> None:
 
     problem = Problem.from_shapes((1, 32, 112, 112), (64, 32, 1, 1))
     runner = Runner(device, rtol=1e-3, atol=1e-3)
-    runner.load_problem(problem, reference=False)
-    prep = runner._prepare(problem, Setting.make("implicit", "implicit_gemm", PARAMS))
-    if prep.failed:
-        raise SystemExit(f"{prep.failed.status}: {prep.failed.error}")
+    launch = runner.launcher(problem, Setting.make("implicit", "implicit_gemm", PARAMS))
     runs = []
     for i in range(launches + 50):  # the first 50: the process's warm-up
-        events = runner._enqueue(prep)
-        events[-1].wait()  # one at a time: the threads go back to sleep between launches
+        events = launch()  # one at a time: the threads go back to sleep between launches
         if i >= 50:
             runs.append(sum(e.profile.end - e.profile.start for e in events) * 1e-6)
     t = np.array(runs)

@@ -16,15 +16,6 @@ import pyopencl as cl
 
 from .errors import UserError
 
-# PoCL's CPU device runs a kernel on one thread per core, woken for each launch. Left to the OS
-# scheduler, both threads of a 2-core VM were often woken onto the same core and stayed there for
-# tens of milliseconds: the kernel ran at exactly 2x, launch after launch, with no other load.
-# benchmarks/pocl_affinity.py (a 0.23 ms kernel, 3,000 launches one at a time): 44-51% of launches
-# over 1.3x their fastest, up to 70 in a row; pinned (thread i on core i, PoCL's POCL_AFFINITY),
-# 0.9-1.1%, at most 6 in a row. Set before PoCL starts its threads (on the first platform query),
-# unless the user set it.
-os.environ.setdefault("POCL_AFFINITY", "1")
-
 INSTALL_HINT = ("no OpenCL platform found: install PoCL with `pip install 'pyopencl[pocl]'` "
                 "(or your GPU vendor's OpenCL driver, e.g. libmali on a Mali board)")
 

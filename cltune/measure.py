@@ -272,16 +272,18 @@ class Runner:
         return out
 
     def launcher(self, problem: Problem, setting: Setting):
-        """A function that runs one complete inference with this setting and waits for it."""
+        """A function that runs one complete inference with this setting, waits for it and returns
+        its events (the race times the call on the host; benchmarks/pocl_affinity.py reads them)."""
         self.load_problem(problem)
         prep = self._prepare(problem, setting)
         if prep.failed:
             raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "
                             f"{prep.failed.status}: {prep.failed.error}")
 
-        def call():
+        def call() -> list:
             events = self._enqueue(prep)
             events[-1].wait()  # an in-order queue: the last one done means all are
+            return events  # profiled: their start/end times are the launch's kernel time
         return call
 
     def measure(self, problem: Problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:

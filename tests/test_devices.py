@@ -188,8 +188,8 @@ def test_a_sweep_that_measured_nothing_exits_1_and_keeps_its_rows(tmp_path, devi
 
 @pytest.mark.parametrize("given, expected", [(None, "1"), ("0", "0")])
 def test_pocl_threads_are_pinned_unless_the_user_says_otherwise(given, expected):
-    """cltune.device (which every device query goes through) sets POCL_AFFINITY=1 before PoCL starts
-    its threads; a value already set is kept."""
+    """Importing cltune sets POCL_AFFINITY=1, before anything can start PoCL's threads; a value
+    already set is kept."""
     import os
     import subprocess
     import sys
@@ -197,7 +197,7 @@ def test_pocl_threads_are_pinned_unless_the_user_says_otherwise(given, expected)
     env = {k: v for k, v in os.environ.items() if k != "POCL_AFFINITY"}
     if given is not None:
         env["POCL_AFFINITY"] = given
-    out = subprocess.run([sys.executable, "-c", "import os, cltune.device; print(os.environ['POCL_AFFINITY'])"],
+    out = subprocess.run([sys.executable, "-c", "import os, cltune; print(os.environ['POCL_AFFINITY'])"],
                          capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == expected
 
