@@ -7,9 +7,9 @@ import os as _os
 # PoCL's CPU device runs a kernel on one thread per core, woken for each launch. Left to the OS
 # scheduler, both threads of a 2-core VM were often woken onto the same core and stayed there for
 # tens of milliseconds: the kernel ran at exactly 2x, launch after launch, with no other load.
-# benchmarks/pocl_affinity.py (a 0.23 ms kernel, 3,000 launches one at a time): 44-51% of launches
-# over 1.3x their fastest, up to 70 in a row; pinned (thread i on core i, PoCL's POCL_AFFINITY),
-# 0.9-1.1%, at most 6 in a row. Set before PoCL starts its threads (on the first platform query),
+# benchmarks/pocl_affinity.py (a 0.23 ms kernel, 3,000 launches one at a time): 1.3-51% of launches
+# over 1.3x their fastest, up to 144 in a row; pinned (thread i on core i, PoCL's POCL_AFFINITY),
+# 0.8-2.5%, at most 7 in a row. Set before PoCL starts its threads (on the first platform query),
 # unless the user set it.
 _os.environ.setdefault("POCL_AFFINITY", "1")
 
