@@ -63,13 +63,15 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
     # torch's time depend on the heap's history (0.36 or 0.88 ms for the same 1x1 conv on
     # [1,32,112,112], one or the other for a whole process); into its own output, 0.41 ms in every one.
     conv_out = getattr(torch.ops.aten.convolution, "out", None)
-    yt = torch.empty(p.batch, p.out_c, p.out_h, p.out_w) if conv_out is not None else None
-
-    def conv():
-        if yt is None:
+    if conv_out is None:  # a torch without it: a fresh output per call
+        def conv():
             return F.conv2d(xt, wt, bt, **kw)
-        return conv_out(xt, wt, bt, list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), False,
-                        [0, 0], p.groups, out=yt)
+    else:
+        yt = torch.empty(p.batch, p.out_c, p.out_h, p.out_w)
+        args = (list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), False, [0, 0], p.groups)
+
+        def conv():
+            return conv_out(xt, wt, bt, *args, out=yt)
 
     def call():
         with torch.no_grad():
@@ -88,12 +90,11 @@ RERANK_PER_FAMILY = 4
 
 def keep_freed_memory() -> bool:
     """Keep freed memory in the process (glibc's malloc: no trimming, no fresh mmap for blocks up to
-    32 MiB), so torch and numpy, which allocate their outputs on every call, reuse pages instead of
-    faulting fresh ones in. cltune's kernels write into buffers allocated once; this makes the race
-    compare like with like, and repeatable: on a 2-core VM torch's 1x1 conv on [1,32,112,112] took
-    2.7 ms with 1,900 page faults a call, 0.36 ms with none, and which of the two a process got
-    depended on its heap's history (torch raced at 0.90 ms in one `cltune bench`, 0.37 in the
-    next). Returns whether it applied (glibc only; elsewhere the race runs as it is)."""
+    32 MiB), so what numpy and torch allocate on every call (numpy's temporaries and output, torch's
+    internal buffers) reuses pages instead of faulting fresh ones in; cltune's kernels write into
+    buffers allocated once. On a 2-core VM torch's 1x1 conv on [1,32,112,112], with a fresh output
+    per call, took 2.7 ms with 1,900 page faults a call and 0.36 ms with none. Returns whether it
+    applied (glibc only; elsewhere the race runs as it is)."""
     import ctypes
     import ctypes.util
 

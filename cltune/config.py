@@ -28,8 +28,9 @@ RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol",
             "warmup_ms", "adaptive", "top_repeat", "precision"}
 # Warm-up by kernel time as well as by count (see Timing), off by default: the verification launch
 # warms a setting up, the device's first DEVICE_WARMUP_MS in a process warm the device up, and the
-# ranking takes each point's fastest launch. On PoCL 3.1 (2 cores), 6 sweeps of kt_compare each way
-# gave run-vs-run Spearman 0.976-0.986 with no more warm-up and 0.957-0.979 with 10 ms per setting.
+# ranking takes each point's fastest launch. On PoCL 3.1 (2 cores), 5 warm sweeps of kt_compare each
+# way gave run-vs-run Spearman 0.957-0.980 with no more warm-up and 0.907-0.978 with 10 ms per
+# setting; cold sweeps were no better with it (0.787-0.912 against 0.690-0.952).
 WARMUP_MS = 0.0
 SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}

@@ -20,6 +20,7 @@ from .records import Measurement, Round, Status, Timing
 from .space import Setting
 from .verify import compare
 from .workloads import get_family
+from .workloads.buffers import upload
 
 # A device's first launches in a process run slow (up to 2x for about 50 ms of kernel time on PoCL,
 # however long the kernel): the first setting measured warms up at least this long.
@@ -103,12 +104,9 @@ class Runner:
         self._check_fits(problem)
         x, w, b = inputs if inputs is not None else problem.make_inputs(self.seed)
         b = b if b is not None else np.zeros(problem.out_c, np.float32)
-        mf = cl.mem_flags
-        ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         out_nbytes = 4 * math.prod(problem.output_shape)
-        self.bufs = Buffers(cl.Buffer(self.ctx, ro, hostbuf=x), cl.Buffer(self.ctx, ro, hostbuf=w),
-                            cl.Buffer(self.ctx, ro, hostbuf=b),
-                            cl.Buffer(self.ctx, mf.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
+        self.bufs = Buffers(upload(self.ctx, x), upload(self.ctx, w), upload(self.ctx, b),
+                            cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
         self.expected = None
         if reference:
             with self._host_blas():
