@@ -6,7 +6,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyopencl as cl
@@ -210,16 +210,17 @@ class Runner:
         self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
         return r
 
-    def _timed(self, prep: Prepared, timing: Timing, first: list) -> list[Round]:
+    def _timed(self, prep: Prepared, timing: Timing, first: list | None, prior: tuple = ()) -> list[Round]:
         """Warm up, then time launches. `first` is the verification launch, already enqueued: it is
         the first warm-up launch. Warm-up lasts `timing.warmed`; on a device's first
         DEVICE_WARMUP_MS of kernel time it lasts at least that long (a process's first launches
         run up to 2x slow on PoCL). A launch is queued behind the one waited for whenever the point
         is sure to get it (`timing.queue_more`), so the host blocks in clWaitForEvents, the device
-        rarely idles, and no launch is wasted."""
+        rarely idles, and no launch is wasted. A second window (`first` None) goes on from the
+        `prior` rounds, with no warm-up unless the device is new to this process."""
         more_ms = max(0.0, DEVICE_WARMUP_MS - self.device_ms)
-        inflight, rounds = deque([first]), []
-        warm_n, warm_ms, warming = 0, 0.0, True
+        inflight, rounds = deque([] if first is None else [first]), list(prior)
+        warm_n, warm_ms, warming = 0, 0.0, first is not None or more_ms > 0
         while True:
             runs = [r.run_ms for r in rounds]
             if (warming or timing.queue_more(runs, len(inflight))) and len(inflight) < 2:
@@ -303,6 +304,25 @@ class Runner:
                            stopped_early=timing.stops_early([r.run_ms for r in rounds]),
                            wall_ms=(time.perf_counter() - t_start) * 1e3,
                            device_ms=self.device_ms - device_start, **prep.base)
+
+    def measure_more(self, problem: Problem, firsts, timing: Timing) -> list[Measurement]:
+        """The second window of points whose first one (`firsts`, ok) was measured earlier: more timed
+        launches, without verification (each was verified in its first window), until the launches of
+        both windows satisfy `timing`. Each comes back with the rounds of both windows; one that
+        cannot be launched again keeps its first window's."""
+        self.load_problem(problem)
+        out = []
+        for m in firsts:
+            t_start, device_start = time.perf_counter(), self.device_ms
+            prep = self._prepare(problem, m.setting)
+            try:
+                rounds = m.rounds if prep.failed else tuple(self._timed(prep, timing, None, m.rounds))
+            except cl.Error:
+                rounds = m.rounds
+            out.append(replace(m, rounds=rounds, stopped_early=timing.stops_early([r.run_ms for r in rounds]),
+                               wall_ms=(m.wall_ms or 0.0) + (time.perf_counter() - t_start) * 1e3,
+                               device_ms=(m.device_ms or 0.0) + self.device_ms - device_start))
+        return out
 
     def measure_interleaved(self, problem: Problem, settings, timing: Timing) -> list[Measurement]:
         """Re-measure several settings in rounds A B C A B C ... so drift hits all of them alike."""

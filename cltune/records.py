@@ -68,6 +68,12 @@ class Timing:
     - otherwise goes on, up to the fixed count, or `top_repeat` when its fastest launch is within
       `top_margin` of the incumbent: the launches that settled points save go to unsettled ones,
       most to those near the top.
+
+    Two windows (`second_window_s` > 0, adaptive only; set by the sweep, which owns the clock): a
+    point's first window is its verification launch and one timed launch (`limit` 1); the rest come
+    in a second window at least `second_window_s` later, when the rules above are applied to the
+    launches of both. A slow phase of a shared machine (a core gone for half a second) then has to
+    hit a point twice, seconds apart, to be taken for the point's own speed.
     """
 
     warmup: int = 1
@@ -83,6 +89,8 @@ class Timing:
     top_margin: float = 1.15
     top_repeat: int = 10
     precision: float = 0.01
+    second_window_s: float = 0.0
+    limit: int | None = None  # at most this many timed launches in all, whatever the rules above say
 
     def stops_early(self, runs: list[float]) -> bool:
         """Whether a point is clearly slower than the incumbent after its first look."""
@@ -108,7 +116,8 @@ class Timing:
         if self.min_time_ms and runs and sum(runs) < self.min_time_ms:
             mean = sum(runs) / len(runs)
             n = max(n, len(runs) + math.ceil((self.min_time_ms - sum(runs)) / max(mean, 1e-6)))
-        return min(max(n, len(runs), 1), self.max_repeat)
+        n = min(max(n, len(runs), 1), self.max_repeat)
+        return n if self.limit is None else min(n, max(self.limit, len(runs)))
 
     def queue_more(self, runs: list[float], queued: int) -> bool:
         """Whether to enqueue another timed launch now, `queued` being in flight: only one the point

@@ -4,10 +4,17 @@
 key function (the resume identity of a setting) and a `record` callback that writes each result.
 A farm also gives `measure_many`, which keeps several settings in flight and yields measurements
 as they finish; strategies then hand over `batch` settings at a time.
+
+With `measure_more` (adaptive repeats on one device), a point is timed in two windows: `measure`
+gives its first (one timed launch), and the point waits, its outcome provisional, until
+`window_gap_s` have passed; `measure_more` then gives the rest of its launches and only then is it
+recorded. Points still waiting when a phase ends get their second window then; an interrupted loop
+records them with their first window's launches, so nothing measured is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -49,14 +56,21 @@ class Sweep:
     # Settings in (pulled lazily, one per free worker), measurements out in the order they finish.
     measure_many: Callable[[Iterator[Setting]], Iterable[Measurement]] | None = None
     batch: int = 1  # settings a strategy proposes at a time (the farm's workers)
+    # Ok first windows in, the same points with both windows' launches out (see the module's doc).
+    measure_more: Callable[[list[Measurement]], list[Measurement]] | None = None
+    window_gap_s: float = 0.0
+    waiting: dict = field(default_factory=dict)  # key -> (first window's Measurement, clock at its end)
 
     def run_settings(self, settings: Iterable[Setting]) -> list[Outcome]:
         """Measure a fixed list (the config's [[setting]]s) in order, skipping what was resumed."""
         settings = list(settings)
-        if self.measure_many is not None:
-            self._evaluate_many(iter(settings))
-            return [self.outcomes[self.key(s)] for s in settings]
-        return [self._evaluate(s, settings[i + 1:i + 5]) for i, s in enumerate(settings)]
+        with self._second_windows_at_end():
+            if self.measure_many is not None:
+                self._evaluate_many(iter(settings))
+            else:
+                for i, s in enumerate(settings):
+                    self._evaluate(s, settings[i + 1:i + 5])
+        return [self.outcomes[self.key(s)] for s in settings]
 
     def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:
         """Run one strategy on one space within the budget; returns the outcomes it produced."""
@@ -100,11 +114,12 @@ class Sweep:
             return self.key(setting) in counted
 
         many = evaluate_many if self.measure_many is not None else None
-        try:
-            get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.batch))
-        except BudgetExhausted:
-            pass
-        return mine
+        with self._second_windows_at_end():
+            try:
+                get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.batch))
+            except BudgetExhausted:
+                pass
+        return [self.outcomes[self.key(o.setting)] for o in mine]
 
     def _evaluate(self, setting: Setting, upcoming: Sequence[Setting]) -> Outcome:
         key = self.key(setting)
@@ -113,9 +128,42 @@ class Sweep:
         if key in self.resumed:
             outcome = self.resumed[key]
         else:
-            outcome = self.record(self.measure(setting, upcoming), "search")
+            m = self.measure(setting, upcoming)
+            if self.measure_more is not None and m.status == Status.OK and m.rounds:
+                self.waiting[key] = (m, self.clock())
+                outcome = Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))  # provisional
+            else:
+                outcome = self.record(m, "search")
         self.outcomes[key] = outcome
-        return outcome
+        self.second_windows(self.window_gap_s)
+        return self.outcomes[key]
+
+    def second_windows(self, waited: float = 0.0) -> None:
+        """Measure the second window of every point that has waited at least `waited` s, oldest
+        first, and record them."""
+        if not self.waiting:
+            return
+        now = self.clock()
+        due = [k for k, (_, t) in self.waiting.items() if now - t >= waited]
+        if not due:
+            return
+        for m in self.measure_more([self.waiting[k][0] for k in due]):
+            key = self.key(m.setting)
+            self.waiting.pop(key, None)
+            self.outcomes[key] = self.record(m, "search")
+
+    @contextlib.contextmanager
+    def _second_windows_at_end(self):
+        """At the end of a phase every waiting point gets its second window; if the phase is cut
+        short by an exception (Ctrl-C included), they are recorded with their first window's."""
+        try:
+            yield
+            self.second_windows()
+        except BaseException:
+            for key, (m, _) in list(self.waiting.items()):
+                self.waiting.pop(key)
+                self.outcomes[key] = self.record(m, "search")
+            raise
 
     def incumbent(self) -> float | None:
         """The best time (schema.TIME) so far, this run and resumed: what adaptive repeats compare against."""

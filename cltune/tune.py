@@ -185,13 +185,19 @@ class Steps:
         if hasattr(backend, "measure_many"):  # a farm: settings in parallel over its workers
             self.sweep.measure_many = lambda settings: backend.measure_many(cfg.problem, self._timing, settings)
             self.sweep.batch = backend.batch
+        elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and hasattr(backend, "measure_more"):
+            self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._timing())
+            self.sweep.window_gap_s = cfg.timing.second_window_s
 
-    def _timing(self) -> Timing:
+    def _timing(self, first_window: bool = False) -> Timing:
         t = self.cfg.timing
-        return replace(t, incumbent_ms=self.sweep.incumbent()) if t.adaptive else t
+        if not t.adaptive:
+            return t
+        return replace(t, incumbent_ms=self.sweep.incumbent(), limit=1 if first_window else None)
 
     def _measure(self, setting: Setting, upcoming) -> Measurement:
-        return self.backend.measure(self.cfg.problem, setting, self._timing(), upcoming)
+        timing = self._timing(first_window=self.sweep.measure_more is not None)
+        return self.backend.measure(self.cfg.problem, setting, timing, upcoming)
 
     def _record(self, m: Measurement, phase: str) -> Outcome:
         row = self.rec.record(m, phase)

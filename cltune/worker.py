@@ -182,6 +182,15 @@ class WorkerRunner:
             return Measurement(setting=setting, status=exc.status, error=exc.message,
                                wall_ms=(time.perf_counter() - t0) * 1e3)
 
+    def measure_more(self, problem, firsts, timing) -> list[Measurement]:
+        """Second windows (Runner.measure_more); a worker that dies or hangs in them costs only
+        the launches it was making: the first windows' stand."""
+        timeout = None if self.timeout_s is None else self.timeout_s * max(1, len(firsts))
+        try:
+            return self.call("measure_more", problem, list(firsts), timing, timeout=timeout)
+        except WorkerDied:
+            return list(firsts)
+
     def measure_interleaved(self, problem, settings, timing) -> list[Measurement]:
         timeout = None if self.timeout_s is None else self.timeout_s * max(1, len(settings))
         try:

@@ -26,6 +26,10 @@ POCL_AVX2 = replace(POCL_AVX512, name="pthread-AMD EPYC", driver="3.0-rc2",
 MALI_T860 = replace(FAKE_INFO, name="Mali-T860", vendor="ARM", preferred_vector_width_float=4)
 
 
+def _rounds(runs: list) -> tuple:
+    return tuple(Round(0.01, 0.02, t, t + 0.03) for t in runs)
+
+
 def fake_cost(values: dict) -> float:
     """A made-up landscape: lower UNROLL/MATH choices and a middling local size are faster."""
     cost = 10.0 - 2.0 * values.get("MACROS", 0) / 4 - values.get("UNROLL", 0)
@@ -43,7 +47,14 @@ class FakeBackend:
     interleaved: list = field(default_factory=list)
     timeout_s: float | None = None
     jitter: tuple = (1.0,)  # each launch's time is the cost times the next of these, in turn
+    more: list = field(default_factory=list)  # the settings of each measure_more call
+    slow_first: tuple = ()  # settings (names) whose first window runs in a slow phase: 2x launches
 
+    def _launch(self, setting, timing, runs: list, slow: bool = False) -> list:
+        cost = fake_cost(setting.values)
+        while len(runs) < timing.wanted(runs):  # the Runner's repeat rule, adaptive included
+            runs.append(cost * self.jitter[len(runs) % len(self.jitter)] * (2.0 if slow else 1.0))
+        return runs
 
     def measure(self, problem, setting, timing, upcoming=()):
         self.measured.append(setting)
@@ -51,14 +62,19 @@ class FakeBackend:
         if status is not None:
             return Measurement(setting=setting, status=status, error=f"fake {status}")
         cost = fake_cost(setting.values)
-        runs = []
-        while len(runs) < timing.wanted(runs):  # the Runner's repeat rule, adaptive included
-            runs.append(cost * self.jitter[len(runs) % len(self.jitter)])
-        rounds = tuple(Round(0.01, 0.02, t, t + 0.03) for t in runs)
+        runs = self._launch(setting, timing, [], setting.name in self.slow_first)
         return Measurement(setting=setting, status=Status.OK, build_options="-cl-std=CL1.2",
                            source_hash="fake", build_ms=1.0, first_launch_ms=cost, max_abs_err=0.0,
-                           rounds=rounds, wall_ms=cost * (len(runs) + 1),
+                           rounds=_rounds(runs), wall_ms=cost * (len(runs) + 1),
                            stopped_early=timing.stops_early(runs))
+
+    def measure_more(self, problem, firsts, timing):
+        self.more.append([m.setting for m in firsts])
+        out = []
+        for m in firsts:
+            runs = self._launch(m.setting, timing, [r.run_ms for r in m.rounds])
+            out.append(replace(m, rounds=_rounds(runs), stopped_early=timing.stops_early(runs)))
+        return out
 
     def measure_interleaved(self, problem, settings, timing):
         self.interleaved.append(list(settings))

@@ -4,14 +4,16 @@ saved, `--repeat` forces a fixed count; and the Runner's launch loop counts the 
 as warm-up, warms a device up on its first launches, and wastes no launch."""
 
 from collections import deque
+from dataclasses import replace
 
 import pytest
 
 from cltune import config, results, tune
 from cltune.measure import DEVICE_WARMUP_MS, Runner
 from cltune.records import Round, Timing
+from cltune.sweep import Budget, Outcome, Sweep
 
-from .fakes import FakeBackend
+from .fakes import FAKE_INFO, FakeBackend, fake_cost
 
 NOISY = tuple(1.0 + 0.1 * i for i in range(10))  # launches that never settle: no two within 1%
 
@@ -30,11 +32,12 @@ def adaptive_config(**run):
     }, "adaptive.toml")
 
 
-def rows_by_cost(tmp_path, jitter=NOISY, **opts):
+def rows_by_cost(tmp_path, jitter=NOISY, run=None, backend=None, **opts):
     """The space's rows by their (fake) cost, the fastest launch, and the named setting's row under
-    "first"."""
+    "first". Each point in one window unless `run` says otherwise: the rules are the same for two."""
     out = tmp_path / f"a{len(list(tmp_path.iterdir()))}.csv"
-    tune.run(adaptive_config(), tune.Options(out=out, **opts), backend=FakeBackend(jitter=jitter))
+    backend = backend or FakeBackend(jitter=jitter)
+    tune.run(adaptive_config(**({"second_window_s": 0} if run is None else run)), tune.Options(out=out, **opts), backend=backend)
     rows = results.load(out).to_dict("records")
     return {"first": rows[0], **{round(r["run_ms_min"], 3): r for r in rows[1:]}}
 
@@ -65,9 +68,72 @@ def test_a_point_stops_once_a_second_launch_confirms_its_fastest(tmp_path):
 
 def test_repeat_option_forces_a_fixed_count(tmp_path):
     for jitter in (NOISY, (1.0,)):
-        rows = rows_by_cost(tmp_path, jitter=jitter, repeat=5)
+        backend = FakeBackend(jitter=jitter)
+        rows = rows_by_cost(tmp_path, run={}, backend=backend, repeat=5)  # two windows by default
         assert {r["n"] for r in rows.values()} == {5}
         assert not any(r["stopped_early"] in (True, "True") for r in rows.values())
+        assert backend.more == []  # a fixed count is timed in one window
+
+
+def test_a_slow_phase_in_a_points_first_window_is_caught_by_its_second(tmp_path):
+    # The first four points of the space are timed at 2x in their first window, as in a slow phase
+    # of a shared machine; in one window both of their first launches agree on it.
+    space = adaptive_config().spaces[0].valid_settings(adaptive_config().problem)
+    hit = tuple(s.name for s in space[:4])
+    one = rows_by_cost(tmp_path, jitter=(1.0,), backend=FakeBackend(slow_first=hit))
+    two = rows_by_cost(tmp_path, jitter=(1.0,), run={}, backend=FakeBackend(slow_first=hit))
+    costs = {s.name: fake_cost(s.values) for s in space}
+    by_name = lambda rows: {r["setting"]: r for k, r in rows.items() if k != "first"}  # noqa: E731
+    for name in hit:
+        assert by_name(one)[name]["run_ms_min"] == pytest.approx(2 * costs[name])
+        row = by_name(two)[name]
+        assert row["run_ms_min"] == pytest.approx(costs[name])  # its second window's launches
+        assert row["run_ms_samples"].split()[0] == f"{2 * costs[name]:.4f}"  # and its first's, kept
+    assert all(r["n"] >= 2 for r in two.values())
+
+
+def test_second_windows_wait_their_gap_and_come_oldest_first():
+    cfg = adaptive_config()
+    backend = FakeBackend(jitter=(1.0,))
+    now = [0.0]
+
+    def measure(setting, upcoming):
+        now[0] += 0.4  # each first window takes 0.4 s
+        return backend.measure(cfg.problem, setting, replace(cfg.timing, limit=1))
+
+    sweep = Sweep(measure, lambda s: s.key, lambda m, phase: _recorded.append(m) or _outcome(m),
+                  clock=lambda: now[0], window_gap_s=1.0,
+                  measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing))
+    _recorded: list = []
+    space = cfg.spaces[0]
+    sweep.search(space, cfg.problem, FAKE_INFO, "exhaustive", Budget(settings=5), 0)
+    names = [s.name for s in space.valid_settings(cfg.problem)[:5]]
+    # first windows end at 0.4, 0.8, 1.2, 1.6, 2.0 s: the first point is due at 1.4 (after the
+    # fourth), the second at 1.8 (after the fifth); the rest when the search ends.
+    assert [[s.name for s in call] for call in backend.more] == [names[:1], names[1:2], names[2:]]
+    assert [m.setting.name for m in _recorded] == names and all(len(m.rounds) == 2 for m in _recorded)
+
+
+def test_an_interrupted_search_records_the_points_waiting_for_their_second_window():
+    cfg = adaptive_config()
+    backend = FakeBackend(jitter=(1.0,))
+    recorded: list = []
+
+    def measure(setting, upcoming):
+        if len(backend.measured) == 3:
+            raise KeyboardInterrupt
+        return backend.measure(cfg.problem, setting, replace(cfg.timing, limit=1))
+
+    sweep = Sweep(measure, lambda s: s.key, lambda m, phase: recorded.append(m) or _outcome(m),
+                  clock=lambda: 0.0, window_gap_s=1.0,
+                  measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing))
+    with pytest.raises(KeyboardInterrupt):
+        sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(), 0)
+    assert len(recorded) == 3 and all(len(m.rounds) == 1 for m in recorded) and backend.more == []
+
+
+def _outcome(m):
+    return Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds) if m.rounds else None)
 
 
 def test_adaptive_off_in_the_config_measures_every_point_alike():
@@ -151,3 +217,23 @@ def test_the_reference_runs_on_one_blas_thread_beside_a_cpu_device(monkeypatch):
     runner.load_problem(Problem.from_shapes([1, 4, 8, 8], [4, 4, 3, 3], padding=1))
     is_cpu = bool(runner.device.type & measure.cl.device_type.CPU)
     assert len(seen) == 1 and seen[0] and (not is_cpu or set(seen[0]) == {1})
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_second_window_on_the_device_goes_on_from_the_first(isolated):
+    from cltune.problem import Problem
+    from cltune.records import Status
+    from cltune.space import Setting
+    from cltune.worker import WorkerRunner
+
+    runner = WorkerRunner(timeout_s=120) if isolated else Runner(None)
+    try:
+        problem = Problem.from_shapes([1, 4, 8, 8], [4, 4, 3, 3], padding=1)
+        timing = Timing(warmup=1, repeat=3, adaptive=True, second_window_s=1.0)
+        first = runner.measure(problem, Setting.make("s", "conv2d", {"MACROS": 4}), replace(timing, limit=1))
+        assert first.status == Status.OK and len(first.rounds) == 1
+        (both,) = runner.measure_more(problem, [first], timing)
+        assert both.status == Status.OK and both.rounds[0] == first.rounds[0] and 2 <= len(both.rounds) <= 3
+        assert both.wall_ms > first.wall_ms and both.first_launch_ms == first.first_launch_ms
+    finally:
+        runner.close()
