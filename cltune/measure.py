@@ -216,11 +216,15 @@ class Runner:
         DEVICE_WARMUP_MS of kernel time it lasts at least that long (a process's first launches
         run up to 2x slow on PoCL). A launch is queued behind the one waited for whenever the point
         is sure to get it (`timing.queue_more`), so the host blocks in clWaitForEvents, the device
-        rarely idles, and no launch is wasted. A second window (`first` None) goes on from the
-        `prior` rounds, with no warm-up unless the device is new to this process."""
+        rarely idles, and no launch is wasted. With `timing.time_verification` the verification
+        launch is timed when it is all the warm-up asked for. A second window (`first` None) goes on
+        from the `prior` rounds, with no warm-up unless the device is new to this process."""
         more_ms = max(0.0, DEVICE_WARMUP_MS - self.device_ms)
         inflight, rounds = deque([] if first is None else [first]), list(prior)
-        warm_n, warm_ms, warming = 0, 0.0, first is not None or more_ms > 0
+        warming = first is not None or more_ms > 0
+        if first is not None and timing.time_verification and timing.warmup <= 1 and more_ms <= 0:
+            warming = False
+        warm_n, warm_ms = 0, 0.0
         while True:
             runs = [r.run_ms for r in rounds]
             if (warming or timing.queue_more(runs, len(inflight))) and len(inflight) < 2:

@@ -70,8 +70,9 @@ class Timing:
       most to those near the top.
 
     Two windows (`second_window_s` > 0, adaptive only; set by the sweep, which owns the clock): a
-    point's first window is its verification launch and one timed launch (`limit` 1); the rest come
-    in a second window at least `second_window_s` later, when the rules above are applied to the
+    point's first window is its verification launch, timed (`time_verification`, `limit` 1; after
+    more warm-up when `warmup` > 1 or the device is new, one launch after it); the rest come in a
+    second window at least `second_window_s` later, when the rules above are applied to the
     launches of both. A slow phase of a shared machine (a core gone for half a second) then has to
     hit a point twice, seconds apart, to be taken for the point's own speed.
     """
@@ -91,6 +92,7 @@ class Timing:
     precision: float = 0.01
     second_window_s: float = 0.0
     limit: int | None = None  # at most this many timed launches in all, whatever the rules above say
+    time_verification: bool = False  # the verification launch is timed, unless more warm-up is asked
 
     def stops_early(self, runs: list[float]) -> bool:
         """Whether a point is clearly slower than the incumbent after its first look."""

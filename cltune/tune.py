@@ -193,7 +193,9 @@ class Steps:
         t = self.cfg.timing
         if not t.adaptive:
             return t
-        return replace(t, incumbent_ms=self.sweep.incumbent(), limit=1 if first_window else None)
+        if first_window:
+            return replace(t, incumbent_ms=self.sweep.incumbent(), limit=1, time_verification=True)
+        return replace(t, incumbent_ms=self.sweep.incumbent())
 
     def _measure(self, setting: Setting, upcoming) -> Measurement:
         timing = self._timing(first_window=self.sweep.measure_more is not None)

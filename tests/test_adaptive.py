@@ -180,6 +180,8 @@ ADAPTIVE = dict(adaptive=True, incumbent_ms=1.0, repeat=5)
     (Timing(**ADAPTIVE), [1.3], 2, 3),  # settled at the first look
     (Timing(**ADAPTIVE), [1.0] + list(NOISY), 10, 11),  # near the best, never settled
     (Timing(**ADAPTIVE), [1.3] + [1.3 * v for v in NOISY], 5, 6),  # neither: the plain count
+    (Timing(**ADAPTIVE, limit=1, time_verification=True), [1.0], 1, 1),  # a first window: the
+    (Timing(**ADAPTIVE, limit=1, time_verification=True, warmup=2), [1.0], 1, 3),  # verification launch
 ])
 def test_launch_loop_counts_the_verification_launch_and_wastes_none(timing, times, timed, launched):
     fake = FakeQueue(times)
@@ -230,7 +232,8 @@ def test_a_second_window_on_the_device_goes_on_from_the_first(isolated):
     try:
         problem = Problem.from_shapes([1, 4, 8, 8], [4, 4, 3, 3], padding=1)
         timing = Timing(warmup=1, repeat=3, adaptive=True, second_window_s=1.0)
-        first = runner.measure(problem, Setting.make("s", "conv2d", {"MACROS": 4}), replace(timing, limit=1))
+        first = runner.measure(problem, Setting.make("s", "conv2d", {"MACROS": 4}),
+                               replace(timing, limit=1, time_verification=True))
         assert first.status == Status.OK and len(first.rounds) == 1
         (both,) = runner.measure_more(problem, [first], timing)
         assert both.status == Status.OK and both.rounds[0] == first.rounds[0] and 2 <= len(both.rounds) <= 3
