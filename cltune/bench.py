@@ -161,7 +161,7 @@ def write(df: pd.DataFrame, out: Path) -> None:
 def best_per_family(csv_path: Path) -> dict[str, dict]:
     """The fastest verified row of each family in a tuning results file, from its interleaved
     re-ranking when it has one."""
-    return {family: row.to_dict()
+    return {family: row
             for family, row in schema.fastest(results.load(csv_path), per="family", rerank_first=True).items()}
 
 

@@ -7,9 +7,7 @@ import json
 import statistics
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Callable
 
 from . import __version__
 from . import roofline
@@ -17,6 +15,9 @@ from .records import Measurement, Status
 from .resultsfile import (MalformedLineWarning, ResultsFile, TruncatedLineWarning,  # noqa: F401
                           load, save_device_info)
 from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIME, TIMES  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep
+    import pandas as pd
 
 SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
            "total_ms_median", "gflops", "max_abs_err"]

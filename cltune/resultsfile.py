@@ -12,13 +12,15 @@ import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from . import schema
 from .errors import UserError
 from .records import Status
 from .schema import COLUMNS, TEXT_COLUMNS
+
+if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep
+    import pandas as pd
 
 STATUSES = {s.value for s in Status}
 KNOWN = set(COLUMNS)
@@ -138,6 +140,8 @@ def frame(table: Table) -> pd.DataFrame:
     writer.writerow(table.columns)
     writer.writerows(table.rows)
     buf.seek(0)
+    import pandas as pd
+
     df = pd.read_csv(buf, keep_default_na=False, na_values=[""],
                      dtype={c: str for c in TEXT_COLUMNS if c in table.columns})
     if {"key", "phase"} <= set(df.columns) and len(df):

@@ -90,22 +90,22 @@ def difference(held: dict, wanted: dict) -> str | None:
 
 
 def fastest(df, per: str | None = None, rerank_first: bool = False):
-    """The fastest ok row of a results DataFrame (or a list of row dicts), as a pandas Series, or
-    None when no row is ok; with `per` a column, {value: fastest row} for each value, in sorted
-    order. rerank_first: from the interleaved re-ranking's rows when it has ok ones (per group, with
-    `per`: a family whose re-ranking failed keeps its first-pass best). Ties: the first."""
-    import pandas as pd
+    """The fastest ok row of a results DataFrame (or a list of row dicts), as a dict, or None when
+    no row is ok; with `per` a column, {value: fastest row} for each value, in sorted order.
+    rerank_first: from the interleaved re-ranking's rows when it has ok ones (per group, with `per`:
+    a family whose re-ranking failed keeps its first-pass best). Ties: the first. Plain Python, so
+    a sweep's summary line does not load pandas."""
+    rows = df.to_dict("records") if hasattr(df, "columns") else list(df)
+    ok = [r for r in rows if r.get(STATUS) == OK]
 
-    if not isinstance(df, pd.DataFrame):
-        rows = list(df)
-        df = pd.DataFrame(rows, columns=None if rows else list(COLUMNS))
+    def pick(group: list) -> dict:
+        if rerank_first and any(r.get(PHASE) == RERANK for r in group):
+            group = [r for r in group if r.get(PHASE) == RERANK]
+        return min(group, key=lambda r: float(r[TIME]))  # the first of equals
 
-    def pick(ok):
-        if rerank_first and PHASE in ok and (ok[PHASE] == RERANK).any():
-            ok = ok[ok[PHASE] == RERANK]
-        return ok.loc[ok[TIME].astype(float).idxmin()]
-
-    ok = df[df[STATUS] == OK]
     if per is not None:
-        return {key: pick(group) for key, group in ok.groupby(per)}
-    return pick(ok) if len(ok) else None
+        groups: dict = {}
+        for r in ok:
+            groups.setdefault(r[per], []).append(r)
+        return {key: pick(groups[key]) for key in sorted(groups)}
+    return pick(ok) if ok else None
