@@ -275,7 +275,8 @@ def best(results_files, out):
 @click.option("--layers", default=None, help="Comma-separated layer names (default: every layer).")
 @click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings tuned per family and layer.")
 @click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None)
-@click.option("--rounds", type=click.IntRange(min=1), default=10, help="Interleaved rounds of the final race (5 timed calls each).")
+@click.option("--rounds", type=click.IntRange(min=1), default=10, help="Interleaved rounds of the final race (5 timed calls each; in the first 3, "
+                   "each family's best two, then the faster).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="The race's CSV (default: results/<config>_<time>.csv; tuning files beside it).")
 @click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out.")

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cltune import bench
 from cltune.bench import geomean, numpy_conv2d
 from cltune.cli import main
 from cltune.problem import Problem, reference_conv2d
@@ -53,6 +54,12 @@ def test_race_groups_visit_every_group_in_every_round():
     assert all(len(v) == 6 for t in times for v in t.values())
 
 
+def test_each_family_races_on_with_the_finalist_that_won_its_heat():
+    finalists = {"direct": [{"setting": "a"}, {"setting": "b"}], "winograd": [{"setting": "c"}]}
+    heat = {"cltune:direct": [0.9, 0.7], "cltune:direct#2": [0.8, 0.6], "cltune:winograd": [1.0], "torch": [1.0]}
+    assert bench.heat_winners(finalists, heat) == {"direct": 1, "winograd": 0}
+
+
 def test_geomean_ignores_missing_values():
     assert geomean([2.0, 8.0, float("nan"), None]) == pytest.approx(4.0)
 
@@ -88,6 +95,7 @@ unroll = "UNROLL == 0 or MACROS >= 1"
     df = pd.read_csv(out)
     assert set(df["layer"]) == {"tiny", "tiny_1x1"}
     assert {"cltune:conv2d", "numpy", "torch"} <= set(df["contender"])
+    assert not df["contender"].str.contains("#").any()  # the heat's losers do not race on
     assert (df["ms"] > 0).all() and (df["ms_median"] >= df["ms"]).all() and df["best_cltune"].sum() == 2
     assert "geometric mean over 2 dense layers" in res.output
     assert (tmp_path / "bench" / "suite-tiny.csv").exists()

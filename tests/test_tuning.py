@@ -192,8 +192,10 @@ def test_rerank_per_family_takes_the_best_of_every_family(tmp_path):
     per_family = tune.expected_rows(replace(cfg, rerank_per_family=True), tune.Options())
     assert per_family - tune.expected_rows(cfg, tune.Options()) == 2  # two more rerank rows: direct's
     assert sum(r["phase"] == "rerank" for r in res.rows) == 4
-    best = best_per_family(tmp_path / "b" / "r.csv")
-    assert set(best) == {"conv2d", "direct"} and {r["phase"] for r in best.values()} == {"rerank"}
+    best = best_per_family(tmp_path / "b" / "r.csv", k=2)
+    assert set(best) == {"conv2d", "direct"} and {r["phase"] for rows in best.values() for r in rows} == {"rerank"}
+    for rows in best.values():
+        assert len(rows) == 2 and rows[0]["run_ms_min"] <= rows[1]["run_ms_min"] and rows[0]["key"] != rows[1]["key"]
 
 
 def test_best_database_round_trip(tmp_path):
