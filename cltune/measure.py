@@ -27,6 +27,12 @@ from .workloads.buffers import upload
 DEVICE_WARMUP_MS = 100.0
 
 
+def verification_timed(timing: Timing, device_ms: float) -> bool:
+    """Whether a point's verification launch is timed (a two-window point's first window): when
+    it is all the warm-up asked for, on a device past its first DEVICE_WARMUP_MS."""
+    return timing.time_verification and timing.warmup <= 1 and device_ms >= DEVICE_WARMUP_MS
+
+
 @dataclass
 class Buffers:
     """The problem's tensors on the device, and on the host for families that repack them."""
@@ -221,9 +227,7 @@ class Runner:
         from the `prior` rounds, with no warm-up unless the device is new to this process."""
         more_ms = max(0.0, DEVICE_WARMUP_MS - self.device_ms)
         inflight, rounds = deque([] if first is None else [first]), list(prior)
-        warming = first is not None or more_ms > 0
-        if first is not None and timing.time_verification and timing.warmup <= 1 and more_ms <= 0:
-            warming = False
+        warming = (first is not None and not verification_timed(timing, self.device_ms)) or more_ms > 0
         warm_n, warm_ms = 0, 0.0
         while True:
             runs = [r.run_ms for r in rounds]
@@ -299,6 +303,7 @@ class Runner:
             return prep.failed
         try:
             started = self._verify_start(prep)
+            timed_first = verification_timed(timing, self.device_ms)
             rounds = self._timed(prep, timing, started[0])
             first_ms, ok, max_err, msg = self._verify_end(problem, prep, started, counted=True)
         except cl.Error as exc:
@@ -306,6 +311,7 @@ class Runner:
         return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
                            first_launch_ms=first_ms, max_abs_err=max_err, rounds=tuple(rounds),
                            stopped_early=timing.stops_early([r.run_ms for r in rounds]),
+                           verification_timed=timed_first,
                            wall_ms=(time.perf_counter() - t_start) * 1e3,
                            device_ms=self.device_ms - device_start, **prep.base)
 
@@ -323,7 +329,10 @@ class Runner:
                 rounds = m.rounds if prep.failed else tuple(self._timed(prep, timing, None, m.rounds))
             except cl.Error:
                 rounds = m.rounds
-            out.append(replace(m, rounds=rounds, stopped_early=timing.stops_early([r.run_ms for r in rounds]),
+            stopped = timing.stops_early([r.run_ms for r in rounds])
+            if m.verification_timed:
+                rounds = timing.second_window(m.rounds, rounds)
+            out.append(replace(m, rounds=rounds, stopped_early=stopped, verification_timed=False,
                                wall_ms=(m.wall_ms or 0.0) + (time.perf_counter() - t_start) * 1e3,
                                device_ms=(m.device_ms or 0.0) + self.device_ms - device_start))
         return out

@@ -131,6 +131,16 @@ class Timing:
             certain = min(certain, max(self.first_look, len(runs) + 1))
         return len(runs) + queued < certain
 
+    def second_window(self, first: tuple, rounds: tuple) -> tuple:
+        """A two-window point's rounds once its second window is done: its verification launch,
+        timed in the first, is dropped when it ran slower than (1 + precision) x the second window's
+        fastest (it usually runs cold: 1.2-1.9x on kernels under 3 ms), so that the medians and the
+        `noisy` flag speak of warm launches; the fastest launch is the same either way."""
+        later = rounds[len(first):]
+        if first and later and first[0].run_ms > (1.0 + self.precision) * min(r.run_ms for r in later):
+            return rounds[1:]
+        return rounds
+
     def warmed(self, launches: int, run_ms: float, more_ms: float = 0.0) -> bool:
         """Whether `launches` untimed launches (the verification one first) taking `run_ms` of
         kernel time are enough; `more_ms` raises the time asked for (a device's first launches)."""
@@ -152,6 +162,7 @@ class Measurement:
     wall_ms: float | None = None  # the whole measurement, build included, as the host saw it
     device_ms: float | None = None  # kernel run time of all its launches (verify, warm-up, timed)
     stopped_early: bool = False  # adaptive repeats: clearly slower than the incumbent after a first look
+    verification_timed: bool = False  # rounds[0] is the verification launch (a two-window point's first)
     worker: str = ""  # the farm worker that measured it ("" in a local sweep)
     # What the setting's family says it moves and computes (Family.figures), set when it is prepared
     bytes_model: int | None = None

@@ -66,14 +66,15 @@ class FakeBackend:
         return Measurement(setting=setting, status=Status.OK, build_options="-cl-std=CL1.2",
                            source_hash="fake", build_ms=1.0, first_launch_ms=cost, max_abs_err=0.0,
                            rounds=_rounds(runs), wall_ms=cost * (len(runs) + 1),
-                           stopped_early=timing.stops_early(runs))
+                           stopped_early=timing.stops_early(runs), verification_timed=timing.time_verification)
 
     def measure_more(self, problem, firsts, timing):
         self.more.append([m.setting for m in firsts])
         out = []
         for m in firsts:
             runs = self._launch(m.setting, timing, [r.run_ms for r in m.rounds])
-            out.append(replace(m, rounds=_rounds(runs), stopped_early=timing.stops_early(runs)))
+            rounds = timing.second_window(m.rounds, _rounds(runs)) if m.verification_timed else _rounds(runs)
+            out.append(replace(m, rounds=rounds, stopped_early=timing.stops_early(runs), verification_timed=False))
         return out
 
     def measure_interleaved(self, problem, settings, timing):
