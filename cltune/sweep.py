@@ -87,9 +87,8 @@ class Sweep:
             if spent():
                 raise BudgetExhausted
             counted.add(key)
-            outcome = self._evaluate(setting, upcoming)
-            mine.append(outcome)
-            return outcome.cost
+            mine.append(key)
+            return self._evaluate(setting, upcoming).cost
 
         def admit(settings: Sequence[Setting], stopped: list) -> Iterator[Setting]:
             """The settings not yet counted, each checked against the budget as it is taken."""
@@ -101,11 +100,12 @@ class Sweep:
                     stopped.append(True)
                     return
                 counted.add(key)
+                mine.append(key)
                 yield s
 
         def evaluate_many(settings: Sequence[Setting]) -> list:
             stopped: list = []
-            mine.extend(self._evaluate_many(admit(settings, stopped)))
+            self._evaluate_many(admit(settings, stopped))
             if stopped:
                 raise BudgetExhausted
             return [self.outcomes[self.key(s)].cost for s in settings]
@@ -119,7 +119,7 @@ class Sweep:
                 get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.batch))
             except BudgetExhausted:
                 pass
-        return [self.outcomes[self.key(o.setting)] for o in mine]
+        return [self.outcomes[k] for k in mine if k in self.outcomes]
 
     def _evaluate(self, setting: Setting, upcoming: Sequence[Setting]) -> Outcome:
         key = self.key(setting)
