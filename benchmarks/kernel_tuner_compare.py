@@ -2,9 +2,10 @@
 
     pip install -e '.[peers]'                 # Kernel Tuner 1.5.0 beside cltune
     python benchmarks/kernel_tuner_compare.py [--device D] [--runs 3] [--no-adaptive-part | --only-adaptive-part]
-                                              [--keep DIR]
+                                              [--keep DIR] [--config kt_compare] [--repeat-config bench_repeat]
 
-Part 1, configs/kt_compare.toml (48 points of kernels/conv2d.cl): each tool tunes the space `--runs`
+Part 1, configs/kt_compare.toml (48 points of kernels/conv2d.cl; `--config` names another conv2d
+space over the same knobs, its constraints Python expressions): each tool tunes the space `--runs`
 times in a fresh process, the first with empty kernel caches (cold), the others warm, alternating
 tools. cltune runs `cltune sweep` with its default measurement; Kernel Tuner runs `tune_kernel`
 (brute force, 5 iterations, verified against the same float64 reference with `answer`) on the same
@@ -43,8 +44,8 @@ SLOW = 1.3  # a launch this much slower than its point's fastest counts as slow
 
 
 # Kernel Tuner's side (runs in a child process) ----------------------------------------------------
-def kt_child(out: Path, device: int, iterations: int) -> None:
-    """Tune configs/kt_compare.toml's space with Kernel Tuner; write its results as JSON."""
+def kt_child(out: Path, device: int, iterations: int, cfg_name: str = "kt_compare") -> None:
+    """Tune the config's space (conv2d over KNOBS) with Kernel Tuner; write its results as JSON."""
     import numpy as np
     from kernel_tuner import tune_kernel
 
@@ -53,7 +54,7 @@ def kt_child(out: Path, device: int, iterations: int) -> None:
     from cltune.workloads import get_family
     from cltune.workloads.conv2d import MACRO_STEPS, MATH_CODES, problem_macros
 
-    cfg = config.load("kt_compare")
+    cfg = config.load(cfg_name)
     p, space = cfg.problem, cfg.spaces[0]
     family = get_family("conv2d")
     # Kernel Tuner writes `#define NAME value` for each tunable; MACROS is cltune's ladder step, so a
@@ -65,7 +66,7 @@ def kt_child(out: Path, device: int, iterations: int) -> None:
     source = "\n".join(prologue) + "\n" + family.source()
     params = dict(space.params)
     tune_params = {k: ([MATH_CODES[v] for v in params[k]] if k == "MATH" else list(params[k])) for k in KNOBS}
-    restrictions = ["UNROLL == 0 or MACROS >= 1", "LWS_X * LWS_Y >= 16", "LWS_X * LWS_Y <= 64"]
+    restrictions = [expr.text for _, expr in space.constraints]  # cltune's syntax is Python's
 
     x, w, b = p.make_inputs(cfg.seed)
     expected = reference_conv2d(p, x, w, b).astype(np.float32)
@@ -128,10 +129,10 @@ def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path,
             "measuring_s": float(df["wall_ms"].sum()) / 1e3}  # the rows' own walls: no interpreter start
 
 
-def run_kt(label: str, device: int, env: dict, out_dir: Path, iterations: int) -> dict:
+def run_kt(label: str, device: int, env: dict, out_dir: Path, iterations: int, cfg_name: str) -> dict:
     out = out_dir / f"{label}.json"
     cmd = [sys.executable, __file__, "--kt-child", str(out), "--device", str(device),
-           "--iterations", str(iterations)]
+           "--iterations", str(iterations), "--config", cfg_name]
     wall = timed_process(f"{label}: Kernel Tuner", cmd, env, out_dir)
     rows = json.loads(out.read_text())
     return {"label": label, "tool": "kernel_tuner", "wall_s": wall, "points": len(rows),
@@ -144,7 +145,8 @@ def by(run: dict, stat) -> dict:
     return {k: stat(v) for k, v in run["samples"].items()}
 
 
-def spearman(a: dict, b: dict) -> float:
+def spearman(a, b) -> float:
+    """Rank correlation of two {point: time} (dicts or Series) over the points both have."""
     both = pd.DataFrame({"a": pd.Series(a), "b": pd.Series(b)}).dropna()
     return float(both["a"].rank().corr(both["b"].rank()))
 
@@ -168,7 +170,7 @@ def fresh_env(cache: Path) -> dict:
     return env
 
 
-def part1(device: int, runs: int, iterations: int, tmp: Path) -> list[dict]:
+def part1(device: int, runs: int, iterations: int, tmp: Path, cfg_name: str) -> list[dict]:
     out = []
     envs = {tool: fresh_env(tmp / f"cache_{tool}") for tool in ("cltune", "kernel_tuner")}
     for i in range(runs):
@@ -176,9 +178,9 @@ def part1(device: int, runs: int, iterations: int, tmp: Path) -> list[dict]:
         for tool in order:
             label = f"{tool}_{'cold' if i == 0 else 'warm'}{i}"
             if tool == "cltune":
-                out.append(run_cltune(label, "kt_compare", device, envs[tool], tmp))
+                out.append(run_cltune(label, cfg_name, device, envs[tool], tmp))
             else:
-                out.append(run_kt(label, device, envs[tool], tmp, iterations))
+                out.append(run_kt(label, device, envs[tool], tmp, iterations, cfg_name))
             print(f"  {label}: {out[-1]['wall_s']:.1f} s, {out[-1]['points']} points", flush=True)
     return out
 
@@ -212,14 +214,14 @@ def report1(done: list[dict]) -> None:
     print(f"Spearman cltune vs Kernel Tuner (every pair of runs): {min(tool_vs_tool):.3f}-{max(tool_vs_tool):.3f}")
 
 
-def part2(device: int, tmp: Path) -> None:
+def part2(device: int, tmp: Path, cfg_name: str) -> None:
     env = fresh_env(tmp / "cache_repeat")
-    cfg = config.load("bench_repeat")
-    run_cltune("repeat_warmup", "bench_repeat", device, env, tmp)  # fills the kernel caches
+    cfg = config.load(cfg_name)
+    run_cltune("repeat_warmup", cfg_name, device, env, tmp)  # fills the kernel caches
     done = []
     for i in range(2):
         for label, extra in (("adaptive", ()), ("fixed", ("--repeat", str(cfg.timing.repeat)))):
-            done.append(run_cltune(f"{label}{i}", "bench_repeat", device, env, tmp, extra))
+            done.append(run_cltune(f"{label}{i}", cfg_name, device, env, tmp, extra))
     rows = []
     for r in done:
         key, ms = best(r)
@@ -246,10 +248,12 @@ def main() -> None:
     parts.add_argument("--no-adaptive-part", action="store_true", help="skip part 2")
     parts.add_argument("--only-adaptive-part", action="store_true", help="skip part 1")
     ap.add_argument("--keep", type=Path, help="keep every run's results and kernel caches in this folder")
+    ap.add_argument("--config", default="kt_compare", help="part 1's space: conv2d over " + ", ".join(KNOBS))
+    ap.add_argument("--repeat-config", default="bench_repeat", help="part 2's space")
     ap.add_argument("--kt-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kt_child:
-        kt_child(args.kt_child, args.device, args.iterations)
+        kt_child(args.kt_child, args.device, args.iterations, args.config)
         return
     try:
         import kernel_tuner  # noqa: F401
@@ -267,11 +271,13 @@ def main() -> None:
     with contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="cltune-kt-") as tmp:
         tmp = Path(tmp)
         if not args.only_adaptive_part:
-            print("part 1: configs/kt_compare.toml, 48 points, each tool in a fresh process")
-            report1(part1(info.index, args.runs, args.iterations, tmp))
+            cfg = config.load(args.config)
+            print(f"part 1: {cfg.path}, {len(cfg.spaces[0].valid_settings(cfg.problem))} points, "
+                  "each tool in a fresh process")
+            report1(part1(info.index, args.runs, args.iterations, tmp, args.config))
         if not args.no_adaptive_part:
-            print("part 2: configs/bench_repeat.toml, adaptive repeats (default) vs a fixed --repeat")
-            part2(info.index, tmp)
+            print(f"part 2: {config.load(args.repeat_config).path}, adaptive repeats (default) vs a fixed --repeat")
+            part2(info.index, tmp, args.repeat_config)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cltune import config, results, schema, tune  # noqa: E402
+from kernel_tuner_compare import spearman  # noqa: E402  (this folder is the script's sys.path[0])
 
 
 def one_run(cfg, label: str, isolation: bool, out_dir: Path, device) -> dict:
@@ -49,12 +50,6 @@ def one_run(cfg, label: str, isolation: bool, out_dir: Path, device) -> dict:
             "rerank_s": rerank_ms / 1e3,
             "times": ok.set_index("key")[schema.TIME],  # what cltune ranks by: the fastest launch
             "interleaved": rerank.set_index("key")[schema.TIME]}
-
-
-def spearman(a: pd.Series, b: pd.Series) -> float:
-    both = pd.concat([a, b], axis=1, join="inner")
-    ranks = both.rank()
-    return float(ranks.iloc[:, 0].corr(ranks.iloc[:, 1]))
 
 
 def main() -> None:

@@ -1,0 +1,83 @@
+"""The measurement benchmarks run end to end on small spaces: the side-by-side with Kernel Tuner
+(both parts) and the repeatability script. What they print is checked for shape, not for speed."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY_CONV2D = """
+name = "kt_tiny"
+[problem]
+input = [1, 4, 8, 8]
+weight = [4, 4, 3, 3]
+padding = 1
+bias = true
+[run]
+strategy = "exhaustive"
+rerank = 0
+[[space]]
+family = "conv2d"
+[space.params]
+MACROS = [0, 4]
+UNROLL = [0, 1]
+MATH = ["plain", "mad"]
+LWS_X = [4, 8]
+LWS_Y = [1, 2]
+[space.constraints]
+unroll_needs_filter = "UNROLL == 0 or MACROS >= 1"
+at_most_8_items = "LWS_X * LWS_Y <= 8"
+"""
+
+TINY_DIRECT = """
+name = "repeat_tiny"
+[problem]
+input = [1, 8, 8, 8]
+weight = [8, 8, 3, 3]
+padding = 1
+[run]
+warmup = 1
+repeat = 3
+strategy = "exhaustive"
+rerank = 0
+[[space]]
+family = "direct"
+[space.params]
+VEC = [4, 8]
+BLOCK_W = [1, 2]
+"""
+
+
+def run(script: str, *args, timeout=600) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_kernel_tuner_compare_runs_both_tools_on_one_space_and_prints_the_table(tmp_path):
+    pytest.importorskip("kernel_tuner")
+    (tmp_path / "kt_tiny.toml").write_text(TINY_CONV2D)
+    (tmp_path / "repeat_tiny.toml").write_text(TINY_DIRECT)
+    out = run("kernel_tuner_compare.py", "--runs", "2", "--config", str(tmp_path / "kt_tiny.toml"),
+              "--repeat-config", str(tmp_path / "repeat_tiny.toml"), "--keep", str(tmp_path / "kept"))
+    assert re.search(r"^part 1: .+kt_tiny.toml, 18 points", out, re.M)
+    for tool in ("cltune", "kernel_tuner"):
+        line = re.search(rf"^  {tool}: {tool}_cold0~{tool}_warm1 (\S+)$", out, re.M)
+        assert line and -1.0 <= float(line.group(1)) <= 1.0
+        assert (tmp_path / "kept" / f"{tool}_cold0.{'csv' if tool == 'cltune' else 'json'}").exists()
+    assert re.search(r"warm wall per point: cltune [\d.]+ ms, Kernel Tuner [\d.]+ ms, ratio [\d.]+", out)
+    assert re.search(r"best knob group \(MACROS/UNROLL/MATH\): cltune \[.+\], Kernel Tuner \[.+\]", out)
+    assert re.search(r"adaptive / fixed: wall [\d.]+ .*measuring [\d.]+", out)
+
+
+def test_repeatability_runs_a_space_three_times_and_correlates_them(tmp_path):
+    (tmp_path / "repeat_tiny.toml").write_text(TINY_DIRECT)
+    out = run("repeatability.py", "--config", str(tmp_path / "repeat_tiny.toml"))
+    assert "cold_worker" in out and "warm_inprocess" in out
+    assert len(re.findall(r"^Spearman .+ vs .+: one pass, settings in turn -?[\d.]+; final ranking, "
+                          r"interleaved -?[\d.]+$", out, re.M)) == 3
