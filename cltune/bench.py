@@ -168,13 +168,9 @@ def write(df: pd.DataFrame, out: Path) -> None:
 def best_per_family(csv_path: Path, k: int = 1) -> dict[str, list[dict]]:
     """The k fastest verified rows of each family in a tuning results file, fastest first, from its
     interleaved re-ranking when the family has ok rows there."""
-    ok = results.ok_rows(results.load(csv_path))
-    out = {}
-    for family, group in ok.groupby("family", sort=True):
-        ranked = group[group["phase"] == schema.RERANK]
-        ranked = (ranked if len(ranked) else group).sort_values(schema.TIME, kind="stable")
-        out[family] = ranked.drop_duplicates("key").head(k).to_dict("records")
-    return out
+    rows = results.load(csv_path).to_dict("records")
+    families = sorted({r["family"] for r in rows if r["status"] == schema.OK})
+    return {f: schema.ranked([r for r in rows if r["family"] == f], rerank_first=True)[:k] for f in families}
 
 
 def tune_layer(cfg, name: str, problem: Problem, opts: tune.Options, out_dir: Path, echo) -> dict:
@@ -292,9 +288,9 @@ def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | No
     for (name, kind, problem), contenders, heat, w, times in zip(
             layers, groups, heats, won, race_groups(groups, rounds - heat_rounds)):
         for c in contenders:  # the heat's calls count for those that raced in it, under their names now
-            before = heat.get(finalist_name(c.family, w[c.family]) if c.family else c.name, [])
-            if not c.name.endswith(":unfused"):
-                times[c.name] = before + times[c.name]
+            if not c.name.endswith(":unfused"):  # raced only after the heat
+                times[c.name] = heat.get(finalist_name(c.family, w[c.family]) if c.family else c.name,
+                                         []) + times[c.name]
         rows += summarize(name, kind, problem, contenders, times)
     return pd.DataFrame(rows)
 

@@ -89,6 +89,15 @@ def difference(held: dict, wanted: dict) -> str | None:
     return None
 
 
+def ranked(rows, rerank_first: bool = False) -> list[dict]:
+    """The ok rows among `rows` (dicts), fastest first, the first of equals first; rerank_first:
+    only the interleaved re-ranking's when it has ok ones."""
+    ok = [r for r in rows if r.get(STATUS) == OK]
+    if rerank_first and any(r.get(PHASE) == RERANK for r in ok):
+        ok = [r for r in ok if r.get(PHASE) == RERANK]
+    return sorted(ok, key=lambda r: float(r[TIME]))
+
+
 def fastest(df, per: str | None = None, rerank_first: bool = False):
     """The fastest ok row of a results DataFrame (or a list of row dicts), as a dict, or None when
     no row is ok; with `per` a column, {value: fastest row} for each value, in sorted order.
@@ -96,16 +105,11 @@ def fastest(df, per: str | None = None, rerank_first: bool = False):
     a family whose re-ranking failed keeps its first-pass best). Ties: the first. Plain Python, so
     a sweep's summary line does not load pandas."""
     rows = df.to_dict("records") if hasattr(df, "columns") else list(df)
-    ok = [r for r in rows if r.get(STATUS) == OK]
-
-    def pick(group: list) -> dict:
-        if rerank_first and any(r.get(PHASE) == RERANK for r in group):
-            group = [r for r in group if r.get(PHASE) == RERANK]
-        return min(group, key=lambda r: float(r[TIME]))  # the first of equals
-
     if per is not None:
         groups: dict = {}
-        for r in ok:
-            groups.setdefault(r[per], []).append(r)
-        return {key: pick(groups[key]) for key in sorted(groups)}
-    return pick(ok) if ok else None
+        for r in rows:
+            if r.get(STATUS) == OK:
+                groups.setdefault(r[per], []).append(r)
+        return {key: ranked(groups[key], rerank_first)[0] for key in sorted(groups)}
+    best = ranked(rows, rerank_first)
+    return best[0] if best else None
