@@ -65,13 +65,14 @@ class Runner:
     """Owns the device's context and queue, the built programs and the problem's buffers."""
 
     def __init__(self, device_spec=None, rtol: float = 1e-3, atol: float = 1e-3, seed: int = 0,
-                 prebuild: bool | None = None):
+                 prebuild: bool | None = None, batch_builds: bool = True):
         self.device, self.info = dev.select(device_spec)
         self.ctx, self.queue = dev.open_queue(self.device)
         self.rtol, self.atol, self.seed = rtol, atol, seed
         # Building ahead steals CPU from a CPU device's kernels: on by default only on GPUs.
         self.prebuild = (self.device.type & cl.device_type.CPU) == 0 if prebuild is None else prebuild
-        self.builder = Builder(self.ctx)
+        # Settings announced ahead are built with the current one, in one program (build.py).
+        self.builder = Builder(self.ctx, batch=batch_builds)
         self.device_ms = 0.0  # kernel run time of every launch so far, from the profiling events
         self._problem: Problem | None = None
         self.bufs: Buffers | None = None
@@ -136,8 +137,9 @@ class Runner:
             raise UserError(reason)
 
     # Preparing a setting -------------------------------------------------------------------------
-    def _prepare(self, problem: Problem, setting: Setting) -> Prepared:
-        """Everything before the first launch; a failure comes back as a finished Measurement."""
+    def _prepare(self, problem: Problem, setting: Setting, together=()) -> Prepared:
+        """Everything before the first launch; a failure comes back as a finished Measurement.
+        `together`: the (source, options) of settings coming soon, built in the same program."""
         setting = bind_setting(setting, self.info)  # a built-in setting's device.* values
         family = get_family(setting.family)
         p = family.resolve(setting.values)
@@ -150,13 +152,14 @@ class Runner:
             prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)
             return prep
         try:
-            prg, prep.base["build_ms"] = self.builder.build(family.source(), options)
+            built = self.builder.build(family.source(), options, together)
+            prep.base["build_ms"] = built.ms
         except cl.Error as exc:
             prep.failed = Measurement(status=Status.BUILD_ERROR, error=first_error_line(exc), **prep.base)
             return prep
         try:
             prep.launches = family.plan(self.ctx, self.queue, problem, p, self.bufs)
-            prep.kernels = {name: cl.Kernel(prg, name) for name in {la.kernel for la in prep.launches}}
+            prep.kernels = {name: built.kernel(name) for name in {la.kernel for la in prep.launches}}
             reason = self.check_limits(prep.kernels, prep.launches)
         except cl.Error as exc:
             reason, status = first_error_line(exc), Status.LAUNCH_ERROR
@@ -166,16 +169,24 @@ class Runner:
             prep.failed = Measurement(status=status, error=reason, **prep.base)
         return prep
 
-    def prefetch(self, problem: Problem, settings) -> None:
-        """Start building upcoming settings in the background (when prebuild is on)."""
-        if not self.prebuild:
-            return
+    def build_requests(self, problem: Problem, settings) -> list[tuple[str, list[str]]]:
+        """(source, options) of each of `settings` that can be built for the problem."""
+        out = []
         for s in settings:
             s = bind_setting(s, self.info)
             family = get_family(s.family)
             p = family.resolve(s.values)
             if family.reject_reason(problem, p, self.info) is None:
-                self.builder.prefetch(family.source(), family.options(problem, p))
+                out.append((family.source(), family.options(problem, p)))
+        return out
+
+    def prefetch(self, problem: Problem, settings) -> None:
+        """Start building upcoming settings in the background (when prebuild is on)."""
+        if not self.prebuild:
+            return
+        requests = self.build_requests(problem, settings)
+        for i, (source, options) in enumerate(requests):
+            self.builder.prefetch(source, options, requests[i + 1:])
 
     def check_limits(self, kernels: dict, launches) -> str | None:
         """Reject local sizes the device or the compiled kernel cannot hold, naming the limit."""
@@ -298,7 +309,7 @@ class Runner:
         t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)
         self.prefetch(problem, upcoming)
-        prep = self._prepare(problem, setting)
+        prep = self._prepare(problem, setting, self.build_requests(problem, upcoming))
         if prep.failed:
             return prep.failed
         try:
@@ -341,7 +352,8 @@ class Runner:
         """Re-measure several settings in rounds A B C A B C ... so drift hits all of them alike."""
         t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)
-        preps = [self._prepare(problem, s) for s in settings]
+        requests = self.build_requests(problem, settings)
+        preps = [self._prepare(problem, s, requests) for s in settings]
         live = [p for p in preps if not p.failed]
         checks, rounds = {}, {id(p): [] for p in live}
         try:

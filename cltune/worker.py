@@ -33,7 +33,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tuple) -> None:
+def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tuple, building=None) -> None:
     """The worker's loop: (method, args) in, ("ok", value), ("user_error", message) or ("error",
     "Type: message") out."""
     _die_with_parent()
@@ -51,6 +51,7 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
     except UserError as exc:
         conn.send(("user_error", str(exc)))
         return
+    runner.builder.building = building
     conn.send(("ok", (runner.info, [str(w.message) for w in caught if w.category is DeviceSkipped])))
     while True:
         try:
@@ -98,14 +99,16 @@ class WorkerRunner:
         self.timeout_s = timeout_s
         self.restarts = 0
         self.overhead_ms: list[float] = []  # per setting: the parent's wait minus the worker's own time
-        self._proc = self._conn = None
+        self._proc = self._conn = self._building = None
         self.info = self._start()
 
     def _start(self):
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
+        self._building = ctx.Value("b", 0, lock=False)  # set by the worker's Builder
         self._proc = ctx.Process(target=serve, name="cltune-worker", daemon=True,
-                                 args=(child, os.getpid(), self.device_spec, self.kwargs, self.modules))
+                                 args=(child, os.getpid(), self.device_spec, self.kwargs, self.modules,
+                                       self._building))
         # A spawned child re-runs the parent's main script unless it is guarded by
         # `if __name__ == "__main__"`; the worker needs nothing from it, so it is not handed over.
         main = sys.modules["__main__"]
@@ -179,6 +182,13 @@ class WorkerRunner:
                 self.overhead_ms.append((time.perf_counter() - t0) * 1e3 - m.wall_ms)
             return m
         except WorkerDied as exc:
+            if exc.status != Status.ERROR and self._building is not None and self._building.value:
+                # It hung or died building the announced settings with this one (build.py's
+                # batches): the fault may be one of theirs. From now on every worker builds one
+                # setting per program, and this setting is measured again on its own.
+                self.kwargs["batch_builds"] = False
+                self._building.value = 0
+                return self.measure(problem, setting, timing, upcoming)
             return Measurement(setting=setting, status=exc.status, error=exc.message,
                                wall_ms=(time.perf_counter() - t0) * 1e3)
 

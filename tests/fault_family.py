@@ -1,10 +1,15 @@
 """A kernel family for fault-injection tests: the study kernel, then a kernel that misbehaves.
 
 FAULT: 0 nothing, 1 loop forever, 2 write far out of bounds, 3 fail to build, 4 raise a Python
-ValueError in the host code (planning the launches).
+ValueError in the host code (planning the launches), 5 crash the process that builds it (a
+compiler crash, alone or in a batch with other settings: build.py).
 Imported by the worker process through `modules=("tests.fault_family",)`.
 """
 
+import os
+import signal
+
+from cltune.build import Builder
 from cltune.workloads import FAMILIES, Launch, Param, get_family, register
 from cltune.workloads.conv2d import Conv2dFamily
 
@@ -48,7 +53,17 @@ class FaultFamily(Conv2dFamily):
         return out
 
 
+_group = Builder._group
+
+
+def _group_that_crashes_on_fault_5(self, keys):
+    if any("-DFAULT=5" in options for _, options in keys):
+        os.kill(os.getpid(), signal.SIGKILL)  # SIGSEGV would meet LLVM's crash handler
+    return _group(self, keys)
+
+
 if "faults" not in FAMILIES:
+    Builder._group = _group_that_crashes_on_fault_5
     base = get_family("conv2d")
     register(FaultFamily(name="faults", sources=base.sources,
-                         params=base.params + (Param("FAULT", (0, 1, 2, 3, 4), 0, "the fault to inject"),)))
+                         params=base.params + (Param("FAULT", (0, 1, 2, 3, 4, 5), 0, "the fault to inject"),)))

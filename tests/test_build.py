@@ -1,0 +1,94 @@
+"""Settings measured one after another are built together in one program (build.py's batches):
+every family's template batches without falling back, each copy computes its own setting, and a
+setting that fails to build fails alone."""
+
+import pyopencl as cl
+import pytest
+
+from cltune.build import Builder, batch_source, top_level_names
+from cltune.problem import Problem
+from cltune.records import Status, Timing
+from cltune.space import Setting
+from cltune.workloads import builtin_settings
+
+QUICK = Timing(warmup=0, repeat=1)
+DENSE = Problem.from_shapes((1, 8, 10, 10), (8, 8, 3, 3), padding=1)
+DEPTHWISE = Problem.from_shapes((1, 8, 10, 10), (8, 1, 3, 3), padding=1, groups=8)
+FAMILIES = {"conv2d": DENSE, "direct": DENSE, "im2col_gemm": DENSE, "implicit_gemm": DENSE,
+            "winograd": DENSE, "depthwise": DEPTHWISE}
+
+
+def test_top_level_names_cover_each_kind_of_declaration():
+    source = """
+#define INLINE inline
+typedef union { float4 v; float s[4]; } lanes_t;
+typedef CAT(float, VW) floatv;
+typedef union {
+    float8 v;
+} wide_t;  // a comment (x)
+__constant float table[3] = {1, 2, 3};
+INLINE void accumulate(__global const float *p,
+                       float4 *acc) { }
+inline __global const float *b_ptr(__global const float *img) { return img; }
+__attribute__((always_inline)) inline void store_pixels(__global float *out) { }
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm(__global float *a) {
+    helper(a);
+}
+/* void not_a_declaration(
+   spanning lines) */
+"""
+    assert top_level_names(source) == ("lanes_t", "floatv", "wide_t", "table", "accumulate", "b_ptr",
+                                       "store_pixels", "gemm")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_familys_named_settings_build_as_one_batch_and_each_verifies(device, family):
+    from cltune.measure import Runner
+
+    runner = Runner(device.index, rtol=1e-4, atol=1e-4)
+    problem = FAMILIES[family]
+    settings = [Setting.make(name, fam, params) for name, (fam, params) in builtin_settings().items()
+                if fam == family]
+    assert len(settings) >= 2
+    ms = [runner.measure(problem, s, QUICK, upcoming=settings[i + 1:]) for i, s in enumerate(settings)]
+    ran = [m for m in ms if m.status != Status.INVALID]
+    assert len(ran) >= 2 and all(m.status == Status.OK for m in ran), [(m.setting.name, m.error) for m in ran]
+    assert runner.builder.fallbacks == 0
+    batches = [b.batch for b in runner.builder._done.values() if not isinstance(b, Exception)]
+    assert set(batches) == {len(runner.builder._done)} and len(batches) > 1  # all from the first program
+
+
+def test_a_setting_that_fails_to_build_fails_alone_and_the_others_build(runner):
+    source = """
+__kernel void k(__global float *out) {
+#if BAD
+    this does not compile;
+#endif
+    out[get_global_id(0)] = VALUE;
+}
+"""
+    builder = Builder(runner.ctx)
+    options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f", f"-DBAD={int(v == 2)}"] for v in range(4)]
+    together = [(source, o) for o in options[1:]]
+    first = builder.build(source, options[0], together)
+    assert builder.fallbacks == 1 and first.batch == 1  # the batch failed: each built alone
+    with pytest.raises(cl.Error, match="this|does|error"):
+        builder.build(source, options[2])
+    out = cl.Buffer(runner.ctx, cl.mem_flags.READ_WRITE, 4)
+    for v in (0, 1, 3):
+        import numpy as np
+
+        k = builder.build(source, options[v]).kernel("k")
+        k(runner.queue, (1,), None, out)
+        got = np.empty(1, np.float32)
+        cl.enqueue_copy(runner.queue, got, out)
+        assert got[0] == v
+
+
+def test_a_batch_keeps_each_copys_macros_and_names_apart():
+    source = "#define TWICE (2 * VALUE)\n__kernel void k(__global float *o) { o[0] = TWICE; }\n"
+    text = batch_source(source, [["-DVALUE=1"], ["-DVALUE=2", "-DFLAG"]])
+    assert text.count("#define k k__b0") == 1 and text.count("#define k k__b1") == 1
+    assert "#define FLAG 1" in text
+    first, second = text.split("#define k k__b1")
+    assert "#undef TWICE" in first and "#undef VALUE" in first and "#undef k" in first
