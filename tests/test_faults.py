@@ -69,32 +69,37 @@ def test_worker_killed_mid_measurement_is_recorded_and_replaced():
         worker.close()
 
 
-def test_a_crash_while_building_a_batch_is_blamed_on_the_setting_that_crashed():
+SMALL = Problem.from_shapes((1, 3, 8, 8), (4, 3, 3, 3), padding=1)
+
+
+@pytest.fixture
+def faults_worker():
+    worker = WorkerRunner(modules=MODULES, timeout_s=60, rtol=1e-4, atol=1e-4)
+    yield worker
+    worker.close()
+
+
+def numbered(fault: int, at: int, count: int) -> list[Setting]:
+    return [Setting.make(f"s{i}", "faults", {"MACROS": i, "FAULT": fault if i == at else 0}) for i in range(count)]
+
+
+def test_a_crash_while_building_a_batch_is_blamed_on_the_setting_that_crashed(faults_worker):
     # s0 is built with the four settings announced after it, s2 among them: the compiler "crashes"
     # on s2 (FAULT=5) while s0 is measured. s0 is measured again on a worker that builds one
     # setting per program; only s2's own build then crashes.
-    problem = Problem.from_shapes((1, 3, 8, 8), (4, 3, 3, 3), padding=1)
-    settings = [Setting.make(f"s{i}", "faults", {"MACROS": i, "FAULT": 5 if i == 2 else 0}) for i in range(5)]
-    worker = WorkerRunner(modules=MODULES, timeout_s=60, rtol=1e-4, atol=1e-4)
-    try:
-        status = {s.name: worker.measure(problem, s, Timing(0, 1), upcoming=settings[i + 1:i + 5]).status
-                  for i, s in enumerate(settings)}
-        assert status == {"s0": Status.OK, "s1": Status.OK, "s2": Status.CRASHED, "s3": Status.OK, "s4": Status.OK}
-        assert worker.restarts == 2 and worker.kwargs["batch_builds"] is False
-    finally:
-        worker.close()
+    settings = numbered(5, 2, 5)
+    status = {s.name: faults_worker.measure(SMALL, s, Timing(0, 1), upcoming=settings[i + 1:i + 5]).status
+              for i, s in enumerate(settings)}
+    assert status == {"s0": Status.OK, "s1": Status.OK, "s2": Status.CRASHED, "s3": Status.OK, "s4": Status.OK}
+    assert faults_worker.restarts == 2 and faults_worker.kwargs["batch_builds"] is False
 
 
-def test_a_crash_while_launching_is_not_measured_again():
-    problem = Problem.from_shapes((1, 3, 8, 8), (4, 3, 3, 3), padding=1)
-    settings = [Setting.make(f"s{i}", "faults", {"MACROS": i, "FAULT": 2 if i == 0 else 0}) for i in range(3)]
-    worker = WorkerRunner(modules=MODULES, timeout_s=60, rtol=1e-4, atol=1e-4)
-    try:
-        m = worker.measure(problem, settings[0], Timing(0, 1), upcoming=settings[1:])
-        assert m.status == Status.CRASHED and worker.kwargs.get("batch_builds", True)
-        assert worker.measure(problem, settings[1], Timing(0, 1)).status == Status.OK and worker.restarts == 1
-    finally:
-        worker.close()
+def test_a_crash_while_launching_is_not_measured_again(faults_worker):
+    settings = numbered(2, 0, 3)  # s0 writes out of bounds when launched
+    m = faults_worker.measure(SMALL, settings[0], Timing(0, 1), upcoming=settings[1:])
+    assert m.status == Status.CRASHED and faults_worker.kwargs.get("batch_builds", True)
+    assert faults_worker.measure(SMALL, settings[1], Timing(0, 1)).status == Status.OK
+    assert faults_worker.restarts == 1
 
 
 @pytest.mark.parametrize("timing, rows_before_kill", [
