@@ -123,6 +123,7 @@ class Builder:
     def __init__(self, ctx: cl.Context, batch: bool = True):
         self.ctx, self.batch = ctx, batch
         self.fallbacks = 0  # batches that failed and were built one setting at a time
+        self.unbatchable: set[str] = set()  # sources whose batches failed though each setting builds
         # Shared with a worker's parent (worker.py): 1 while a batch is being built, so a crash or
         # hang there is not blamed on the setting being measured alone.
         self.building = None
@@ -148,7 +149,12 @@ class Builder:
             prg = cl.Program(self.ctx, batch_source(source, [k[1] for k in keys])).build(options=list(plain))
         except cl.Error:
             self.fallbacks += 1
-            return {k: self._one(*k) for k in keys}
+            results = {k: self._one(*k) for k in keys}
+            if not any(isinstance(r, Exception) for r in results.values()):
+                # Each builds alone, so the template cannot be batched (a declaration this module
+                # does not find, e.g. an indented one): its settings are built one per program.
+                self.unbatchable.add(source)
+            return results
         ms = (time.perf_counter() - t0) * 1e3 / len(keys)
         return {k: Built(prg, f"__b{i}", ms, len(keys)) for i, k in enumerate(keys)}
 
@@ -164,7 +170,7 @@ class Builder:
 
     def _members(self, key: tuple, together) -> list[tuple]:
         keys = [key]
-        if not self.batch:
+        if not self.batch or key[0] in self.unbatchable:
             return keys
         plain = split_options(key[1])[1]
         for source, options in together:

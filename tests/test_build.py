@@ -72,6 +72,7 @@ __kernel void k(__global float *out) {
     together = [(source, o) for o in options[1:]]
     first = builder.build(source, options[0], together)
     assert builder.fallbacks == 1 and first.batch == 1  # the batch failed: each built alone
+    assert not builder.unbatchable  # one setting's own error explains it: batching goes on
     with pytest.raises(cl.Error, match="this|does|error"):
         builder.build(source, options[2])
     out = cl.Buffer(runner.ctx, cl.mem_flags.READ_WRITE, 4)
@@ -92,3 +93,17 @@ def test_a_batch_keeps_each_copys_macros_and_names_apart():
     assert "#define FLAG 1" in text
     first, second = text.split("#define k k__b1")
     assert "#undef TWICE" in first and "#undef VALUE" in first and "#undef k" in first
+
+
+def test_a_template_that_cannot_be_batched_is_built_one_setting_per_program(runner):
+    # An indented helper is not found as a declaration: two copies define it twice.
+    source = """
+  float twice(float x) { return 2.0f * x; }
+__kernel void k(__global float *out) { out[0] = twice(VALUE); }
+"""
+    builder = Builder(runner.ctx)
+    options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f"] for v in range(6)]
+    first = builder.build(source, options[0], [(source, o) for o in options[1:3]])
+    assert builder.fallbacks == 1 and builder.unbatchable == {source} and first.batch == 1
+    later = builder.build(source, options[3], [(source, o) for o in options[4:]])
+    assert builder.fallbacks == 1 and later.batch == 1  # no second batch was tried
