@@ -90,6 +90,13 @@ def defined_macros(source: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(re.findall(r"^\s*#\s*define\s+(\w+)", _strip_comments(source), re.M)))
 
 
+@functools.lru_cache(maxsize=64)
+def batchable(source: str) -> bool:
+    """A source with #include is built one setting per program: an included file's declarations
+    and include guard would be shared by the copies, its code compiled with the first copy's macros."""
+    return re.search(r"^\s*#\s*include\b", _strip_comments(source), re.M) is None
+
+
 def _define(option: str) -> tuple[str, str]:
     name, _, value = option[2:].partition("=")
     return name, value if value else "1"
@@ -170,7 +177,7 @@ class Builder:
 
     def _members(self, key: tuple, together) -> list[tuple]:
         keys = [key]
-        if not self.batch or key[0] in self.unbatchable:
+        if not self.batch or key[0] in self.unbatchable or not batchable(key[0]):
             return keys
         plain = split_options(key[1])[1]
         for source, options in together:

@@ -5,7 +5,7 @@ setting that fails to build fails alone."""
 import pyopencl as cl
 import pytest
 
-from cltune.build import Builder, batch_source, top_level_names
+from cltune.build import Builder, batch_source, batchable, top_level_names
 from cltune.problem import Problem
 from cltune.records import Status, Timing
 from cltune.space import Setting
@@ -107,3 +107,8 @@ __kernel void k(__global float *out) { out[0] = twice(VALUE); }
     assert builder.fallbacks == 1 and builder.unbatchable == {source} and first.batch == 1
     later = builder.build(source, options[3], [(source, o) for o in options[4:]])
     assert builder.fallbacks == 1 and later.batch == 1  # no second batch was tried
+
+
+def test_a_source_that_includes_a_file_is_not_batched():
+    assert not batchable('#include "helpers.cl"\n__kernel void k() { }\n')
+    assert batchable('// #include "helpers.cl" in a comment\n__kernel void k() { }\n')
