@@ -180,11 +180,11 @@ class Runner:
                 out.append((family.source(), family.options(problem, p)))
         return out
 
-    def prefetch(self, problem: Problem, settings) -> None:
-        """Start building upcoming settings in the background (when prebuild is on)."""
+    def prefetch(self, requests: list[tuple[str, list[str]]]) -> None:
+        """Start building upcoming settings (their build_requests) in the background, when prebuild
+        is on."""
         if not self.prebuild:
             return
-        requests = self.build_requests(problem, settings)
         for i, (source, options) in enumerate(requests):
             self.builder.prefetch(source, options, requests[i + 1:])
 
@@ -308,8 +308,9 @@ class Runner:
         """Every failure becomes a Measurement with its status and first error line."""
         t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)
-        self.prefetch(problem, upcoming)
-        prep = self._prepare(problem, setting, self.build_requests(problem, upcoming))
+        requests = self.build_requests(problem, upcoming)
+        self.prefetch(requests)
+        prep = self._prepare(problem, setting, requests)
         if prep.failed:
             return prep.failed
         try:

@@ -187,7 +187,6 @@ class WorkerRunner:
                 # batches): the fault may be one of theirs. From now on every worker builds one
                 # setting per program, and this setting is measured again on its own.
                 self.kwargs["batch_builds"] = False
-                self._building.value = 0
                 return self.measure(problem, setting, timing, upcoming)
             return Measurement(setting=setting, status=exc.status, error=exc.message,
                                wall_ms=(time.perf_counter() - t0) * 1e3)
