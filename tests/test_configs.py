@@ -17,7 +17,8 @@ def test_bundled_config_loads_and_its_spaces_are_not_empty(name, info):
     cfg = device_values.bind_config(config.load(name), info)
     problems = [p for _, _, p in cfg.layers] or [cfg.problem]
     for space in cfg.spaces:
-        assert any(space.valid_settings(p, info) for p in problems), f"{name}: space {space.family} is empty"
+        # The first valid point is enough: listing every one of a large space took 10-14 s.
+        assert any(next(space.iter_valid(p, info), None) for p in problems), f"{name}: space {space.family} is empty"
     assert cfg.settings or cfg.spaces
 
 
