@@ -17,6 +17,12 @@ over 1.3x their point's fastest, each run's best point, and whether the tools ag
 Part 2, configs/bench_repeat.toml (a direct-family space with a wide spread): cltune's adaptive
 repeats (the default) against a fixed `--repeat 5`, warm, alternating: wall (the process's, and the
 measuring time inside it), and best point. `--keep DIR` keeps every run's CSV and kernel caches.
+
+First, on PoCL, the host's own noise: benchmarks/pocl_affinity.py's short kernel launched one at a
+time in a fresh process (PoCL's threads pinned, as cltune runs them), and the share of its launches
+over 1.3x the fastest. Both tools' Spearman depends on it: it was 0.8-2.5% on a quiet 2-core AMD
+EPYC VM, where cltune's pairs reached 0.96-0.98, and 31-35% on a 2-core Intel Xeon VM of a busy
+host, where they were 0.64-0.96 and Kernel Tuner's 0.57-0.79.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+NOISE_LAUNCHES = 2000  # of a 0.2-0.3 ms kernel on a 2-core VM: about a second
 sys.path.insert(0, str(ROOT))
 
 from cltune import config, results, schema  # noqa: E402
@@ -109,6 +116,19 @@ def timed_process(what: str, cmd: list, env: dict, cwd: Path) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"{what} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
     return wall
+
+
+def host_noise(device: int) -> str:
+    """One line on the host's launch-to-launch noise (benchmarks/pocl_affinity.py's child, pinned)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "pocl_affinity.py"), "--child", "--device", str(device),
+           "--launches", str(NOISE_LAUNCHES)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, POCL_AFFINITY="1"), cwd=ROOT)
+    if out.returncode != 0:
+        return "host noise: not measured (" + ((out.stderr or out.stdout).strip().splitlines() or ["?"])[-1] + ")"
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return (f"host noise: a {r['min']:.2f} ms kernel launched {NOISE_LAUNCHES} times one at a time, "
+            f"{100 * r['slow']:.1f}% of launches over 1.3x its fastest, median {r['median'] / r['min']:.2f}x "
+            f"the fastest, longest slow run {r['longest']}")
 
 
 def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path, extra=()) -> dict:
@@ -264,6 +284,8 @@ def main() -> None:
     _, info = dev.select(args.device)
     print(dev.machine_line(info))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if "Portable Computing Language" in info.platform:
+        print(host_noise(info.index))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         if any(args.keep.iterdir()):
