@@ -25,17 +25,22 @@ TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
-            "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s"}
+            "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s", "windows"}
 # Warm-up by kernel time as well as by count (see Timing), off by default: the verification launch
 # warms a setting up, the device's first DEVICE_WARMUP_MS in a process warm the device up, and the
 # ranking takes each point's fastest launch. On PoCL 3.1 (2 cores), 5 warm sweeps of kt_compare each
 # way gave run-vs-run Spearman 0.957-0.980 with no more warm-up and 0.907-0.978 with 10 ms per
 # setting; cold sweeps were no better with it (0.787-0.912 against 0.690-0.952).
 WARMUP_MS = 0.0
-# Adaptive points are timed in two windows this many seconds apart (see Timing). On PoCL 3.1 (2-core
+# Adaptive points are timed in windows at least this many seconds apart (see Timing). On PoCL 3.1 (2-core
 # VM), the slow phases seen in cold sweeps of kt_compare lasted 0.3-0.6 s and covered 3-4 points in
 # a row, at 1.2-2.3x; 0 times each point in one window.
 SECOND_WINDOW_S = 1.0
+# ... in up to this many windows. On a 2-core Intel Xeon VM of a busy host (every kernel 1.1-1.7x
+# slower for seconds at a time), kt_compare's 48 points with the same launches in 1, 3 or 12 passes
+# over the space repeated at Spearman 0.70-0.84, 0.84-0.88 and 0.90-0.94; cltune's sweeps with 4 or 6
+# windows at 0.71-0.87, with 2 at 0.64-0.88, the launches and the wall the same.
+WINDOWS = 4
 SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}
 LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}
@@ -190,6 +195,7 @@ def parse(data: dict, path: str = "<config>") -> Config:
         precision=float(c.get(run, "precision", (int, float), "run.", 0.01, positive, "a finite number > 0")),
         second_window_s=float(c.get(run, "second_window_s", (int, float), "run.", SECOND_WINDOW_S, fnonneg,
                                     "a finite number >= 0")),
+        windows=c.get(run, "windows", int, "run.", WINDOWS, lambda v: v >= 2, "an int >= 2"),
     )
     timing = replace(timing, top_repeat=c.get(run, "top_repeat", int, "run.", 2 * timing.repeat, pos_int,
                                               "an int >= 1"))

@@ -328,23 +328,25 @@ class Runner:
                            device_ms=self.device_ms - device_start, **prep.base)
 
     def measure_more(self, problem: Problem, firsts, timing: Timing) -> list[Measurement]:
-        """The second window of points whose first one (`firsts`, ok) was measured earlier: more timed
-        launches, without verification (each was verified in its first window), until the launches of
-        both windows satisfy `timing`. Each comes back with the rounds of both windows; one that
-        cannot be launched again keeps its first window's."""
+        """The next window of points whose earlier ones (`firsts`, ok) were measured before: more timed
+        launches, without verification (each was verified in its first window), up to the window's
+        share (Timing.window_timing) of what the launches of all windows need to satisfy `timing`.
+        Each comes back with the rounds of all its windows; one that cannot be launched again keeps
+        those it had."""
         self.load_problem(problem)
         out = []
         for m in firsts:
             t_start, device_start = time.perf_counter(), self.device_ms
             prep = self._prepare(problem, m.setting)
+            window = timing.window_timing([r.run_ms for r in m.rounds], m.windows)
             try:
-                rounds = m.rounds if prep.failed else tuple(self._timed(prep, timing, None, m.rounds))
+                rounds = m.rounds if prep.failed else tuple(self._timed(prep, window, None, m.rounds))
             except cl.Error:
                 rounds = m.rounds
             stopped = timing.stops_early([r.run_ms for r in rounds])
             if m.verification_timed:
                 rounds = timing.second_window(m.rounds, rounds)
-            out.append(replace(m, rounds=rounds, stopped_early=stopped, verification_timed=False,
+            out.append(replace(m, rounds=rounds, stopped_early=stopped, verification_timed=False, windows=m.windows + 1,
                                wall_ms=(m.wall_ms or 0.0) + (time.perf_counter() - t_start) * 1e3,
                                device_ms=(m.device_ms or 0.0) + self.device_ms - device_start))
         return out

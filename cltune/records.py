@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from .space import Setting
@@ -69,12 +69,14 @@ class Timing:
       `top_margin` of the incumbent: the launches that settled points save go to unsettled ones,
       most to those near the top.
 
-    Two windows (`second_window_s` > 0, adaptive only; set by the sweep, which owns the clock): a
+    Windows (`second_window_s` > 0, adaptive only; set by the sweep, which owns the clock): a
     point's first window is its verification launch, timed (`time_verification`, `limit` 1; after
-    more warm-up when `warmup` > 1 or the device is new, one launch after it); the rest come in a
-    second window at least `second_window_s` later, when the rules above are applied to the
-    launches of both. A slow phase of a shared machine (a core gone for half a second) then has to
-    hit a point twice, seconds apart, to be taken for the point's own speed.
+    more warm-up when `warmup` > 1 or the device is new, one launch after it); the rest come in up
+    to `windows` - 1 more windows, each at least `second_window_s` after the point's last, the rules
+    above applied to the launches of all its windows so far. Each window but the last gets an even
+    share of what the point still wants (`window_timing`); the last gets all of it. A slow phase of
+    a shared machine (a core gone for half a second, or a busy host slowing every kernel by 1.2-1.7x
+    for seconds) then has to hit a point in every window, seconds apart, to be taken for its speed.
     """
 
     warmup: int = 1
@@ -91,6 +93,7 @@ class Timing:
     top_repeat: int = 10
     precision: float = 0.01
     second_window_s: float = 0.0
+    windows: int = 2  # the most windows an adaptive point's launches are spread over (with second_window_s)
     limit: int | None = None  # at most this many timed launches in all, whatever the rules above say
     time_verification: bool = False  # the verification launch is timed, unless more warm-up is asked
 
@@ -141,6 +144,19 @@ class Timing:
             return rounds[1:]
         return rounds
 
+    def window_timing(self, runs: list[float], windows_done: int) -> "Timing":
+        """The timing of a point's next window after `windows_done` windows gave `runs`: in the last
+        window all the point still wants, in one before it an even share of that (at least one)."""
+        if windows_done + 1 >= self.windows:
+            return self
+        share = math.ceil(max(0, self.wanted(runs) - len(runs)) / (self.windows - windows_done))
+        return replace(self, limit=len(runs) + max(1, share))
+
+    def wants_window(self, m: "Measurement") -> bool:
+        """Whether an adaptive point, after its windows so far, gets another one."""
+        runs = [r.run_ms for r in m.rounds]
+        return self.adaptive and bool(runs) and m.windows < self.windows and len(runs) < self.wanted(runs)
+
     def warmed(self, launches: int, run_ms: float, more_ms: float = 0.0) -> bool:
         """Whether `launches` untimed launches (the verification one first) taking `run_ms` of
         kernel time are enough; `more_ms` raises the time asked for (a device's first launches)."""
@@ -163,6 +179,7 @@ class Measurement:
     device_ms: float | None = None  # kernel run time of all its launches (verify, warm-up, timed)
     stopped_early: bool = False  # adaptive repeats: clearly slower than the incumbent after a first look
     verification_timed: bool = False  # rounds[0] is the verification launch (a two-window point's first)
+    windows: int = 1  # the windows its timed launches came in (Timing.windows)
     worker: str = ""  # the farm worker that measured it ("" in a local sweep)
     # What the setting's family says it moves and computes (Family.figures), set when it is prepared
     bytes_model: int | None = None

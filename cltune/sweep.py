@@ -58,6 +58,7 @@ class Sweep:
     batch: int = 1  # settings a strategy proposes at a time (the farm's workers)
     # Ok first windows in, the same points with both windows' launches out (see the module's doc).
     measure_more: Callable[[list[Measurement]], list[Measurement]] | None = None
+    wants_window: Callable[[Measurement], bool] = lambda m: False  # another window after this one?
     window_gap_s: float = 0.0
     waiting: dict = field(default_factory=dict)  # key -> (first window's Measurement, clock at its end)
 
@@ -139,18 +140,24 @@ class Sweep:
         return self.outcomes[key]
 
     def second_windows(self, waited: float = 0.0) -> None:
-        """Measure the second window of every point that has waited at least `waited` s, oldest
-        first, and record them."""
+        """Measure the next window of every point that has waited at least `waited` s, oldest first;
+        record those done, and let the others wait for their next one."""
         if not self.waiting:
             return
         now = self.clock()
         due = [k for k, (_, t) in self.waiting.items() if now - t >= waited]
         if not due:
             return
+        before = {k: self.waiting[k][0].windows for k in due}
         for m in self.measure_more([self.waiting[k][0] for k in due]):
             key = self.key(m.setting)
             self.waiting.pop(key, None)
-            self.outcomes[key] = self.record(m, "search")
+            # A window that could not be made (its worker died) leaves `windows` as it was: recorded.
+            if m.windows > before.get(key, m.windows) and self.wants_window(m):
+                self.waiting[key] = (m, self.clock())
+                self.outcomes[key] = Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))
+            else:
+                self.outcomes[key] = self.record(m, "search")
 
     @contextlib.contextmanager
     def _second_windows_at_end(self):
@@ -158,7 +165,8 @@ class Sweep:
         short by an exception (Ctrl-C included), they are recorded with their first window's."""
         try:
             yield
-            self.second_windows()
+            while self.waiting:  # each pass is one more window of every point still waiting
+                self.second_windows()
         except BaseException:
             for key, (m, _) in list(self.waiting.items()):
                 self.waiting.pop(key)

@@ -188,6 +188,7 @@ class Steps:
         elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and hasattr(backend, "measure_more"):
             self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._timing())
             self.sweep.window_gap_s = cfg.timing.second_window_s
+            self.sweep.wants_window = lambda m: self._timing().wants_window(m)
 
     def _timing(self, first_window: bool = False) -> Timing:
         t = self.cfg.timing

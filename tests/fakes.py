@@ -72,9 +72,11 @@ class FakeBackend:
         self.more.append([m.setting for m in firsts])
         out = []
         for m in firsts:
-            runs = self._launch(m.setting, timing, [r.run_ms for r in m.rounds])
+            prior = [r.run_ms for r in m.rounds]
+            runs = self._launch(m.setting, timing.window_timing(prior, m.windows), list(prior))
             rounds = timing.second_window(m.rounds, _rounds(runs)) if m.verification_timed else _rounds(runs)
-            out.append(replace(m, rounds=rounds, stopped_early=timing.stops_early(runs), verification_timed=False))
+            out.append(replace(m, rounds=rounds, stopped_early=timing.stops_early(runs), verification_timed=False,
+                               windows=m.windows + 1))
         return out
 
     def measure_interleaved(self, problem, settings, timing):

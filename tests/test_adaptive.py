@@ -248,5 +248,57 @@ def test_a_second_window_on_the_device_goes_on_from_the_first(isolated):
         (both,) = runner.measure_more(problem, [first], timing)
         assert both.status == Status.OK and both.rounds[0] == first.rounds[0] and 2 <= len(both.rounds) <= 3
         assert both.wall_ms > first.wall_ms and both.first_launch_ms == first.first_launch_ms
+        # Three windows, a point that never settles: the middle one gets half of the four launches it
+        # still wants, the last one the rest (the verification launch may be dropped, as it ran cold).
+        three = replace(timing, repeat=5, windows=3, precision=1e-9)
+        (middle,) = runner.measure_more(problem, [first], three)
+        assert middle.windows == 2 and 2 <= len(middle.rounds) <= 3
+        (last,) = runner.measure_more(problem, [middle], three)
+        assert last.windows == 3 and last.rounds[:len(middle.rounds)] == middle.rounds
+        assert len(last.rounds) == 5 - (3 - len(middle.rounds))
     finally:
         runner.close()
+
+
+def test_a_window_before_the_last_gets_an_even_share_of_what_the_point_still_wants():
+    t = Timing(repeat=5, adaptive=True, incumbent_ms=7.0, top_repeat=10, windows=4)
+    assert t.window_timing([7.5], 1).limit == 1 + 3  # near the top: 10 wanted, 9 left over 3 windows
+    runs = [7.5, 7.9, 8.0, 8.1]
+    assert t.window_timing(runs, 2).limit == 4 + 3  # 6 left over 2 windows
+    assert t.window_timing(runs + [8.2, 8.3, 8.4], 3) is t  # the last window: all it still wants
+    assert t.window_timing([12.0, 12.5], 2).limit == 2 + 1  # stopped early: nothing left, at least one
+    assert Timing(adaptive=True).window_timing([1.0], 1).limit is None  # two windows: the second is the last
+
+
+def test_an_unsettled_point_near_the_best_is_timed_in_every_window(tmp_path):
+    from collections import Counter
+
+    backend = FakeBackend(jitter=NOISY)
+    rows = rows_by_cost(tmp_path, run={"windows": 4}, backend=backend)
+    windows = Counter(s.name for call in backend.more for s in call)  # windows after the first
+    near = rows[7.5]
+    assert near["n"] == 10 and windows[near["setting"]] == 3  # the same launches, over four windows
+    slow = rows[13.6]
+    assert slow["n"] == 2 and slow["stopped_early"] in (True, "True") and windows[slow["setting"]] == 1
+    assert rows_by_cost(tmp_path, run={"windows": 4}, jitter=(1.0,))[7.5]["n"] == 2  # settled in the second
+
+
+def test_a_point_whose_next_window_cannot_be_made_is_recorded_with_what_it_has():
+    # A worker that dies in a window hands the points back as they were (worker.measure_more).
+    cfg = adaptive_config(windows=4)
+    backend = FakeBackend(jitter=NOISY)
+    recorded: list = []
+    sweep = Sweep(lambda s, upcoming: backend.measure(cfg.problem, s, replace(cfg.timing, limit=1)),
+                  lambda s: s.key, lambda m, phase: recorded.append(m) or _outcome(m), clock=lambda: 0.0,
+                  window_gap_s=1.0, measure_more=lambda firsts: list(firsts), wants_window=lambda m: True)
+    sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(settings=3), 0)
+    assert len(recorded) == 3 and all(len(m.rounds) == 1 and m.windows == 1 for m in recorded)
+
+
+def test_windows_in_the_config():
+    from cltune.errors import UserError
+
+    assert adaptive_config().timing.windows == config.WINDOWS
+    assert adaptive_config(windows=6).timing.windows == 6
+    with pytest.raises(UserError, match=r"run\.windows.*>= 2"):
+        adaptive_config(windows=1)
