@@ -84,3 +84,12 @@ def test_repeatability_runs_a_space_three_times_and_correlates_them(tmp_path):
     assert "cold_worker" in out and "warm_inprocess" in out
     assert len(re.findall(r"^Spearman .+ vs .+: one pass, settings in turn -?[\d.]+; final ranking, "
                           r"interleaved -?[\d.]+$", out, re.M)) == 3
+
+
+def test_window_passes_ranks_the_same_launches_in_one_pass_and_in_several(tmp_path):
+    (tmp_path / "kt_tiny.toml").write_text(TINY_CONV2D)
+    out = run("window_passes.py", "--config", str(tmp_path / "kt_tiny.toml"), "--launches", "6", "--runs", "2")
+    assert re.search(r"kt_tiny.toml: \d+ points, 6 timed launches each per run", out)
+    for name in ("1 pass x 6", "3 passes x 2", "6 passes x 1"):
+        line = re.search(rf"^  {name}: (\S+)$", out, re.M)
+        assert line and -1.0 <= float(line.group(1)) <= 1.0
