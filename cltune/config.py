@@ -36,11 +36,13 @@ WARMUP_MS = 0.0
 # VM), the slow phases seen in cold sweeps of kt_compare lasted 0.3-0.6 s and covered 3-4 points in
 # a row, at 1.2-2.3x; 0 times each point in one window.
 SECOND_WINDOW_S = 1.0
-# ... in up to this many windows. On a 2-core Intel Xeon VM of a busy host (every kernel 1.1-1.7x
-# slower for seconds at a time), kt_compare's 48 points with the same launches in 1, 3 or 12 passes
-# over the space repeated at Spearman 0.70-0.84, 0.84-0.88 and 0.90-0.94; cltune's sweeps with 4 or 6
-# windows at 0.71-0.87, with 2 at 0.64-0.88, the launches and the wall the same.
-WINDOWS = 4
+# ... in up to this many windows: a point near the top that never settles (top_repeat launches) gets
+# one launch a window. On a 2-core Intel Xeon VM of a busy host (every kernel 1.1-1.7x slower for
+# seconds at a time), kt_compare's 48 points with the same 12 launches each in 1, 3 or 12 passes over
+# the space repeated at Spearman 0.77-0.82, 0.75-0.93 and 0.98-0.99 (benchmarks/window_passes.py);
+# cltune's sweeps (cold, warm, warm) at 0.69-0.97 with 10 windows (two trios), 0.71-0.87 with 4 or 6
+# (three), 0.64-0.88 with 2 (two), with no more launches or wall.
+WINDOWS = 10
 SETTING_KEYS = {"name", "family", "params", "builtin"}
 SPACE_KEYS = {"family", "params", "constraints"}
 LAYER_KEYS = PROBLEM_KEYS | {"name", "kind"}

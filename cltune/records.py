@@ -93,7 +93,7 @@ class Timing:
     top_repeat: int = 10
     precision: float = 0.01
     second_window_s: float = 0.0
-    windows: int = 2  # the most windows an adaptive point's launches are spread over (with second_window_s)
+    windows: int = 2  # the most windows an adaptive point's launches are spread over (config: 10)
     limit: int | None = None  # at most this many timed launches in all, whatever the rules above say
     time_verification: bool = False  # the verification launch is timed, unless more warm-up is asked
 
