@@ -120,12 +120,12 @@ def timed_process(what: str, cmd: list, env: dict, cwd: Path) -> float:
 
 def host_noise(device: int) -> str:
     """One line on the host's launch-to-launch noise (benchmarks/pocl_affinity.py's child, pinned)."""
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "pocl_affinity.py"), "--child", "--device", str(device),
-           "--launches", str(NOISE_LAUNCHES)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, POCL_AFFINITY="1"), cwd=ROOT)
-    if out.returncode != 0:
-        return "host noise: not measured (" + ((out.stderr or out.stdout).strip().splitlines() or ["?"])[-1] + ")"
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    from pocl_affinity import run_child  # beside this script
+
+    try:
+        r = run_child(device, NOISE_LAUNCHES, "1")
+    except RuntimeError as exc:
+        return f"host noise: not measured ({exc})"
     return (f"host noise: a {r['min']:.2f} ms kernel launched {NOISE_LAUNCHES} times one at a time, "
             f"{100 * r['slow']:.1f}% of launches over 1.3x its fastest, median {r['median'] / r['min']:.2f}x "
             f"the fastest, longest slow run {r['longest']}")

@@ -52,6 +52,16 @@ def child(device: int | None, launches: int) -> None:
                       "longest": longest}))
 
 
+def run_child(device: int, launches: int, pinned: str) -> dict:
+    """One fresh process's figures (`child`), POCL_AFFINITY=pinned; RuntimeError with its last line
+    of output when it fails. benchmarks/kernel_tuner_compare.py measures the host's noise with it."""
+    cmd = [sys.executable, __file__, "--child", "--device", str(device), "--launches", str(launches)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, POCL_AFFINITY=pinned))
+    if out.returncode != 0:
+        raise RuntimeError(((out.stderr or out.stdout).strip().splitlines() or ["no output"])[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", type=int, default=None, help="flat device index (default: cltune's choice)")
@@ -68,14 +78,13 @@ def main() -> None:
     print(dev.machine_line(info))
     if "Portable Computing Language" not in info.platform:
         raise SystemExit(f"device {info.index} is not PoCL ({info.platform}): POCL_AFFINITY means nothing to it")
-    cmd = [sys.executable, __file__, "--child", "--device", str(info.index), "--launches", str(args.launches)]
     print(f"{'POCL_AFFINITY':>13}  {'fastest ms':>10}  {'median ms':>9}  {'> 1.3x fastest':>14}  {'longest run':>11}")
     for _ in range(args.pairs):
         for pinned in ("1", "0"):
-            out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, POCL_AFFINITY=pinned))
-            if out.returncode != 0:
-                raise SystemExit((out.stderr or out.stdout).strip().splitlines()[-1])
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+            try:
+                r = run_child(info.index, args.launches, pinned)
+            except RuntimeError as exc:
+                raise SystemExit(str(exc)) from None
             print(f"{pinned:>13}  {r['min']:10.3f}  {r['median']:9.3f}  {100 * r['slow']:13.1f}%  {r['longest']:11d}")
 
 

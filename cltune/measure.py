@@ -346,7 +346,8 @@ class Runner:
             stopped = timing.stops_early([r.run_ms for r in rounds])
             if m.verification_timed:
                 rounds = timing.second_window(m.rounds, rounds)
-            out.append(replace(m, rounds=rounds, stopped_early=stopped, verification_timed=False, windows=m.windows + 1,
+            out.append(replace(m, rounds=rounds, stopped_early=stopped, verification_timed=False,
+                               windows=m.windows + 1,
                                wall_ms=(m.wall_ms or 0.0) + (time.perf_counter() - t_start) * 1e3,
                                device_ms=(m.device_ms or 0.0) + self.device_ms - device_start))
         return out

@@ -5,11 +5,12 @@ key function (the resume identity of a setting) and a `record` callback that wri
 A farm also gives `measure_many`, which keeps several settings in flight and yields measurements
 as they finish; strategies then hand over `batch` settings at a time.
 
-With `measure_more` (adaptive repeats on one device), a point is timed in two windows: `measure`
+With `measure_more` (adaptive repeats on one device), a point is timed in windows: `measure`
 gives its first (one timed launch), and the point waits, its outcome provisional, until
-`window_gap_s` have passed; `measure_more` then gives the rest of its launches and only then is it
-recorded. Points still waiting when a phase ends get their second window then; an interrupted loop
-records them with their first window's launches, so nothing measured is lost.
+`window_gap_s` have passed; `measure_more` then gives its next window, and the point waits again
+while `wants_window` says so, else it is recorded. Points still waiting when a phase ends get their
+remaining windows then, a pass over them at a time; an interrupted loop records them with the
+launches they have, so nothing measured is lost.
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ class Sweep:
     # Settings in (pulled lazily, one per free worker), measurements out in the order they finish.
     measure_many: Callable[[Iterator[Setting]], Iterable[Measurement]] | None = None
     batch: int = 1  # settings a strategy proposes at a time (the farm's workers)
-    # Ok first windows in, the same points with both windows' launches out (see the module's doc).
+    # Ok points in, the same points with one more window's launches out (see the module's doc).
     measure_more: Callable[[list[Measurement]], list[Measurement]] | None = None
     wants_window: Callable[[Measurement], bool] = lambda m: False  # another window after this one?
     window_gap_s: float = 0.0
-    waiting: dict = field(default_factory=dict)  # key -> (first window's Measurement, clock at its end)
+    waiting: dict = field(default_factory=dict)  # key -> (its windows' Measurement, clock at the last one's end)
 
     def run_settings(self, settings: Iterable[Setting]) -> list[Outcome]:
         """Measure a fixed list (the config's [[setting]]s) in order, skipping what was resumed."""
@@ -131,8 +132,7 @@ class Sweep:
         else:
             m = self.measure(setting, upcoming)
             if self.measure_more is not None and m.status == Status.OK and m.rounds:
-                self.waiting[key] = (m, self.clock())
-                outcome = Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))  # provisional
+                outcome = self._wait(key, m)
             else:
                 outcome = self.record(m, "search")
         self.outcomes[key] = outcome
@@ -148,21 +148,24 @@ class Sweep:
         due = [k for k, (_, t) in self.waiting.items() if now - t >= waited]
         if not due:
             return
-        before = {k: self.waiting[k][0].windows for k in due}
         for m in self.measure_more([self.waiting[k][0] for k in due]):
             key = self.key(m.setting)
-            self.waiting.pop(key, None)
+            earlier, _ = self.waiting.pop(key, (m, None))
             # A window that could not be made (its worker died) leaves `windows` as it was: recorded.
-            if m.windows > before.get(key, m.windows) and self.wants_window(m):
-                self.waiting[key] = (m, self.clock())
-                self.outcomes[key] = Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))
+            if m.windows > earlier.windows and self.wants_window(m):
+                self.outcomes[key] = self._wait(key, m)
             else:
                 self.outcomes[key] = self.record(m, "search")
 
+    def _wait(self, key: str, m: Measurement) -> Outcome:
+        """Put an ok point in the queue for its next window; its provisional outcome."""
+        self.waiting[key] = (m, self.clock())
+        return Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))
+
     @contextlib.contextmanager
     def _second_windows_at_end(self):
-        """At the end of a phase every waiting point gets its second window; if the phase is cut
-        short by an exception (Ctrl-C included), they are recorded with their first window's."""
+        """At the end of a phase every waiting point gets its remaining windows; if the phase is cut
+        short by an exception (Ctrl-C included), they are recorded with the launches they have."""
         try:
             yield
             while self.waiting:  # each pass is one more window of every point still waiting
