@@ -13,6 +13,18 @@ import os as _os
 # unless the user set it.
 _os.environ.setdefault("POCL_AFFINITY", "1")
 
-from .api import best_setting, conv2d, settings  # noqa: E402
-
 __all__ = ["__version__", "best_setting", "conv2d", "settings"]
+
+
+def __getattr__(name: str):
+    """The library's functions, imported on first use: `cltune sweep` starts its worker before it
+    imports numpy (entry.py), and a program that only runs the command pays for none of it."""
+    if name in ("best_setting", "conv2d", "settings"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'cltune' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *__all__])

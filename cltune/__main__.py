@@ -1,5 +1,5 @@
 """`python -m cltune`: the same as the `cltune` command."""
 
-from .cli import main
+from .entry import main
 
-main(prog_name="cltune")
+main()

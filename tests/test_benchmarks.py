@@ -93,3 +93,11 @@ def test_window_passes_ranks_the_same_launches_in_one_pass_and_in_several(tmp_pa
     for name in ("1 pass x 6", "3 passes x 2", "6 passes x 1"):
         line = re.search(rf"^  {name}: (\S+)$", out, re.M)
         assert line and -1.0 <= float(line.group(1)) <= 1.0
+
+
+def test_startup_times_a_warm_sweep_with_its_worker_started_early_and_late(tmp_path):
+    (tmp_path / "repeat_tiny.toml").write_text(TINY_DIRECT)
+    out = run("startup.py", "--config", str(tmp_path / "repeat_tiny.toml"), "--pairs", "1")
+    assert re.search(r"^  early worker, run 0: [\d.]+ s$", out, re.M)
+    assert re.search(r"^  late worker, run 0: [\d.]+ s$", out, re.M)
+    assert re.search(r"process wall \(median of 1\): worker started early [\d.]+ s, late [\d.]+ s, ratio [\d.]+$", out, re.M)
