@@ -6,7 +6,7 @@ preprocessing the source against its OpenCL headers to find the entry, 20-25 ms 
 small the kernel (measured on PoCL 3.1, a 2-core EPYC). Five settings of a template in one program
 (each copy's kernels and helpers renamed, its macros undefined after it) cost 30 ms from the cache
 instead of 115, and a cold build shares the headers' parse too. A program that fails to build as a
-batch is built again one setting at a time, so a setting's build error is its own.
+batch is built again in halves, down to one setting, so a setting's build error is its own.
 """
 
 from __future__ import annotations
@@ -147,7 +147,9 @@ class Builder:
         return Built(prg, "", (time.perf_counter() - t0) * 1e3)
 
     def _group(self, keys: list[tuple]) -> dict:
-        """key -> Built | cl.Error for keys of one source and one set of non-macro options."""
+        """key -> Built | cl.Error for keys of one source and one set of non-macro options. A batch
+        that fails is built again in halves, down to single settings: a setting's build error is
+        its own, and the others stay in batches."""
         if len(keys) == 1:
             return {keys[0]: self._one(*keys[0])}
         source, plain = keys[0][0], split_options(keys[0][1])[1]
@@ -156,10 +158,12 @@ class Builder:
             prg = cl.Program(self.ctx, batch_source(source, [k[1] for k in keys])).build(options=list(plain))
         except cl.Error:
             self.fallbacks += 1
-            results = {k: self._one(*k) for k in keys}
-            if not any(isinstance(r, Exception) for r in results.values()):
-                # Each builds alone, so the template cannot be batched (a declaration this module
-                # does not find, e.g. an indented one): its settings are built one per program.
+            half = len(keys) // 2
+            results = {**self._group(keys[:half]), **self._group(keys[half:])}
+            if all(isinstance(r, Built) and r.batch == 1 for r in results.values()):
+                # Each builds alone and no two together, so the template cannot be batched (a
+                # declaration this module does not find, e.g. an indented one): its settings are
+                # built one per program from now on.
                 self.unbatchable.add(source)
             return results
         ms = (time.perf_counter() - t0) * 1e3 / len(keys)

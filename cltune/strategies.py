@@ -17,7 +17,14 @@ from typing import Callable, Sequence
 
 from .space import Setting, Space
 
-PREFETCH = 4  # settings announced ahead, so their builds can overlap the current measurement
+# Settings announced ahead: built with the current one in one program (build.py), and on a GPU
+# ahead of use. bench_repeat's 24 settings (PoCL 3.1, 2-core Intel Xeon VM) built from PoCL's cache
+# in 186 ms in programs of 5, 107 ms of 12, 79-126 ms of 24 (770-920 ms one per program); cold, in
+# 2.9, 2.7 and 2.3 s (5.4 s). More ahead would build more that a budget's end leaves unmeasured.
+PREFETCH = 11
+# ... but only 4 of a space too large to list, drawn point by point: where its constraints reject
+# most points, each one announced costs thousands of draws, spent before the budget is checked.
+DRAWN_AHEAD = 4
 
 
 class BudgetExhausted(Exception):
@@ -50,17 +57,17 @@ def register(name: str):
     return deco
 
 
-def _in_order(search: Search, order) -> None:
-    """Evaluate settings in order (a list or a lazy iterator), announcing the next few ahead."""
+def _in_order(search: Search, order, ahead: int = PREFETCH) -> None:
+    """Evaluate settings in order (a list or a lazy iterator), announcing the next `ahead`."""
     if search.evaluate_many is not None:  # a farm pulls them one by one as its workers free up
         search.evaluate_many(order)
         return
     it = iter(order)
-    ahead = deque(itertools.islice(it, PREFETCH + 1))
-    while ahead:
-        s = ahead.popleft()
-        ahead.extend(itertools.islice(it, 1))
-        search.evaluate(s, list(ahead)[:PREFETCH])
+    queue = deque(itertools.islice(it, ahead + 1))
+    while queue:
+        s = queue.popleft()
+        queue.extend(itertools.islice(it, 1))
+        search.evaluate(s, list(queue)[:ahead])
 
 
 def _drawn(search: Search, rng: _random.Random, give_up: int = 10_000):
@@ -93,7 +100,7 @@ def random_search(search: Search) -> None:
     """Valid settings in a seeded random order: the same seed gives the same sequence, no repeats.
     A space too large to list is sampled point by point instead of shuffled."""
     if not search.space.countable:
-        _in_order(search, _drawn(search, _random.Random(search.seed)))
+        _in_order(search, _drawn(search, _random.Random(search.seed)), DRAWN_AHEAD)
         return
     order = search.valid_settings()
     _random.Random(search.seed).shuffle(order)
@@ -146,7 +153,7 @@ def tpe(search: Search) -> None:
             break
     rng = _random.Random(search.seed)
     if remaining is None:
-        _in_order(search, _drawn(search, rng))
+        _in_order(search, _drawn(search, rng), DRAWN_AHEAD)
         return
     order = list(remaining.values())
     rng.shuffle(order)

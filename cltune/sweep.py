@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from .records import Measurement, Status
 from .space import Setting, Space
-from .strategies import BudgetExhausted, Search, get
+from .strategies import PREFETCH, BudgetExhausted, Search, get
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Sweep:
                 self._evaluate_many(iter(settings))
             else:
                 for i, s in enumerate(settings):
-                    self._evaluate(s, settings[i + 1:i + 5])
+                    self._evaluate(s, settings[i + 1:i + 1 + PREFETCH])
         return [self.outcomes[self.key(s)] for s in settings]
 
     def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:

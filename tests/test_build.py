@@ -71,7 +71,9 @@ __kernel void k(__global float *out) {
     options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f", f"-DBAD={int(v == 2)}"] for v in range(4)]
     together = [(source, o) for o in options[1:]]
     first = builder.build(source, options[0], together)
-    assert builder.fallbacks == 1 and first.batch == 1  # the batch failed: each built alone
+    # The batch failed, then its half without the bad setting built as one program, the other
+    # half failed and was built one setting at a time.
+    assert builder.fallbacks == 2 and first.batch == 2 and builder.build(source, options[3]).batch == 1
     assert not builder.unbatchable  # one setting's own error explains it: batching goes on
     with pytest.raises(cl.Error, match="this|does|error"):
         builder.build(source, options[2])
@@ -84,6 +86,24 @@ __kernel void k(__global float *out) {
         got = np.empty(1, np.float32)
         cl.enqueue_copy(runner.queue, got, out)
         assert got[0] == v
+
+
+def test_a_failed_batch_is_halved_until_the_bad_setting_is_alone(runner):
+    source = """
+__kernel void k(__global float *out) {
+#if BAD
+    this does not compile;
+#endif
+    out[get_global_id(0)] = VALUE;
+}
+"""
+    builder = Builder(runner.ctx)
+    options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f", f"-DBAD={int(v == 5)}"] for v in range(8)]
+    builder.build(source, options[0], [(source, o) for o in options[1:]])
+    sizes = {v: getattr(builder._done[(source, tuple(o))], "batch", None) for v, o in enumerate(options)}
+    # 8 fail; 0-3 build; 4-7 fail; 4-5 fail; 4 alone, 5 its own error; 6-7 build.
+    assert sizes == {0: 4, 1: 4, 2: 4, 3: 4, 4: 1, 5: None, 6: 2, 7: 2} and builder.fallbacks == 3
+    assert not builder.unbatchable
 
 
 def test_a_batch_keeps_each_copys_macros_and_names_apart():
@@ -104,9 +124,9 @@ __kernel void k(__global float *out) { out[0] = twice(VALUE); }
     builder = Builder(runner.ctx)
     options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f"] for v in range(6)]
     first = builder.build(source, options[0], [(source, o) for o in options[1:3]])
-    assert builder.fallbacks == 1 and builder.unbatchable == {source} and first.batch == 1
+    assert builder.fallbacks == 2 and builder.unbatchable == {source} and first.batch == 1  # 3, then 2
     later = builder.build(source, options[3], [(source, o) for o in options[4:]])
-    assert builder.fallbacks == 1 and later.batch == 1  # no second batch was tried
+    assert builder.fallbacks == 2 and later.batch == 1  # no second batch was tried
 
 
 def test_a_source_that_includes_a_file_is_not_batched():
