@@ -47,7 +47,6 @@ sys.path.insert(0, str(ROOT))
 from cltune import config, results, schema  # noqa: E402
 
 KNOBS = ("MACROS", "UNROLL", "MATH", "LWS_X", "LWS_Y")
-SLOW = 1.3  # a launch this much slower than its point's fastest counts as slow
 
 
 # Kernel Tuner's side (runs in a child process) ----------------------------------------------------
@@ -172,8 +171,8 @@ def spearman(a, b) -> float:
 
 
 def slow_share(samples: dict) -> float:
-    launches = [(t, min(ts)) for ts in samples.values() if len(ts) > 1 for t in ts]
-    return sum(t > SLOW * fastest for t, fastest in launches) / max(len(launches), 1)
+    slow, launches = schema.slow_launches(samples.values())
+    return slow / max(launches, 1)
 
 
 def best(run: dict) -> tuple:
@@ -210,7 +209,7 @@ def report1(done: list[dict]) -> None:
     for r in done:
         key, ms = best(r)
         rows.append({"run": r["label"], "wall per point ms": 1e3 * r["wall_s"] / max(r["points"], 1),
-                     "timed launches": r["launches"], f"launches > {SLOW}x fastest": f"{slow_share(r['samples']):.1%}",
+                     "timed launches": r["launches"], f"launches > {schema.SLOW}x fastest": f"{slow_share(r['samples']):.1%}",
                      "best point": "/".join(map(str, key)), "best ms": ms})
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print("Spearman run vs run, each tool's own time (cltune: fastest launch, once confirmed; Kernel Tuner: mean):")

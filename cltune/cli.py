@@ -234,9 +234,26 @@ def _print_outcome(result, cfg) -> None:
         ranked = sorted(per_family.items(), key=lambda kv: kv[1][schema.TIME])
         click.echo("best of each family (first pass): "
                    + ", ".join(f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in ranked))
+    timing = _timing_line([r for r in result.rows if r["phase"] == "search" and r["status"] == "ok"])
+    if timing:
+        click.echo(timing)
     shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
     click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
                + (f": {shown}" if failed else "") + ")")
+
+
+def _timing_line(rows) -> str:
+    """How steady this sweep's timed launches were (schema.slow_launches), and what a busy machine
+    means for its ranking; "" when no setting had two launches."""
+    slow, launches = schema.slow_launches([schema.samples(r) for r in rows])
+    if not launches:
+        return ""
+    line = (f"timing: {slow} of {launches} timed launches ({slow / launches:.0%}) ran over "
+            f"{schema.SLOW:g}x their setting's fastest")
+    if slow > schema.BUSY * launches:
+        line += ("; the machine was busy: settings this close may rank differently in another run "
+                 "(measure again when it is quieter)")
+    return line
 
 
 @main.command()

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from . import palette, runs  # noqa: E402
+from . import palette, runs, schema  # noqa: E402
 from .errors import UserError  # noqa: E402
 
 FORMATS = (".png", ".svg")
@@ -120,9 +120,9 @@ def spread(df, title: str = "") -> Figure:
     """Each ok setting's per-launch run times: a box with every launch drawn over it as a dot.
     Settings marked noisy (coefficient of variation over the threshold) get a * after their name."""
     df = df.reset_index(drop=True)
-    rows = [r for _, r in df.iterrows() if r["status"] == "ok" and runs.samples(r)]
+    rows = [r for _, r in df.iterrows() if r["status"] == "ok" and schema.samples(r)]
     fig, ax = new_figure(len(rows))
-    data = [runs.samples(r) for r in rows]
+    data = [schema.samples(r) for r in rows]
     rng = np.random.default_rng(0)
     if rows:
         boxes = ax.boxplot(data, positions=range(len(rows)), widths=0.55, patch_artist=True,

@@ -92,11 +92,3 @@ def speedups(df: pd.DataFrame, baseline: str | None = None) -> pd.Series:
     base = ok_time(base_rows.iloc[-1]) if len(base_rows) else None
     values = [(base / t) if base and (t := ok_time(r)) else math.nan for _, r in df.iterrows()]
     return pd.Series(values, index=df.index, dtype=float)
-
-
-def samples(row) -> list[float]:
-    """The per-launch run times of a row (`run_ms_samples`, space-separated)."""
-    text = row.get("run_ms_samples")
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return []
-    return [float(v) for v in str(text).split()]

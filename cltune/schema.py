@@ -113,3 +113,25 @@ def fastest(df, per: str | None = None, rerank_first: bool = False):
         return {key: ranked(groups[key], rerank_first)[0] for key in sorted(groups)}
     best = ranked(rows, rerank_first)
     return best[0] if best else None
+
+
+# A launch over SLOW x its setting's fastest is a slow one; a sweep with more than BUSY of its timed
+# launches slow ran on a busy machine. kt_compare's 48 points, cold and warm sweeps side by side:
+# 2-7% slow on a quiet 2-core VM, where rankings repeated at Spearman 0.96-0.98; 9-18% in cold sweeps
+# there, at 0.74-0.83; 31-97% on a busy host's VM, at 0.64-0.96.
+SLOW, BUSY = 1.3, 0.10
+
+
+def slow_launches(sample_lists) -> tuple[int, int]:
+    """(slow, all) timed launches of settings with at least two: slow ones over SLOW x their
+    setting's fastest launch."""
+    launches = [(t, min(ts)) for ts in sample_lists if len(ts) > 1 for t in ts]
+    return sum(t > SLOW * fastest for t, fastest in launches), len(launches)
+
+
+def samples(row) -> list[float]:
+    """The per-launch run times of a row (`run_ms_samples`, space-separated)."""
+    text = row.get("run_ms_samples")
+    if text is None or (isinstance(text, float) and text != text):
+        return []
+    return [float(v) for v in str(text).split()]

@@ -33,6 +33,34 @@ def test_sweep_prints_the_table_and_writes_csv_and_device_json(quick_csv):
     assert info["name"] == df["device"][0] and info["compute_units"] >= 1
 
 
+def test_sweep_says_how_steady_its_timed_launches_were(quick_csv):
+    import re
+
+    from cltune import schema
+
+    out, output = quick_csv
+    search = results.load(out).query("phase == 'search'").to_dict("records")
+    slow, launches = schema.slow_launches([schema.samples(r) for r in search])
+    line = re.search(r"^timing: (\d+) of (\d+) timed launches \((\d+)%\) ran over 1.3x their setting's fastest(.*)$",
+                     output, re.M)
+    assert line and (int(line.group(1)), int(line.group(2))) == (slow, launches) and launches >= 2 * len(search)
+    assert ("the machine was busy" in line.group(4)) == (slow > 0.10 * launches)
+
+
+@pytest.mark.parametrize("samples, expected", [
+    ([[1.0, 1.0], [2.0, 2.1]], "timing: 0 of 4 timed launches (0%) ran over 1.3x their setting's fastest"),
+    ([[1.0, 1.5], [2.0, 2.1, 2.0, 2.0, 2.0]], "timing: 1 of 7 timed launches (14%) ran over 1.3x their "
+     "setting's fastest; the machine was busy: settings this close may rank differently in another run "
+     "(measure again when it is quieter)"),
+    ([[1.0], [2.0]], ""),  # one launch a setting: nothing to compare
+])
+def test_the_timing_line_counts_slow_launches_and_warns_over_a_tenth(samples, expected):
+    from cltune.cli import _timing_line
+
+    rows = [{"run_ms_samples": " ".join(str(v) for v in s)} for s in samples]
+    assert _timing_line(rows) == expected
+
+
 def test_csv_round_trips_through_show(quick_csv):
     out, _ = quick_csv
     res = CliRunner().invoke(main, ["show", str(out)])

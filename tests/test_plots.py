@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from matplotlib.colors import to_hex
 
-from cltune import palette, plots, roofline, runs
+from cltune import palette, plots, roofline, runs, schema
 from cltune.cli import main
 from cltune.errors import UserError
 
@@ -91,7 +91,7 @@ def test_spread_one_box_per_ok_setting_and_every_launch_drawn(run_a):
     ok = df[df["status"] == "ok"]
     assert len(patches(fig, "box:")) == len(ok)
     dots = gid_of(ax.collections, "samples:")
-    assert sum(len(c.get_offsets()) for c in dots) == sum(len(runs.samples(r)) for _, r in ok.iterrows())
+    assert sum(len(c.get_offsets()) for c in dots) == sum(len(schema.samples(r)) for _, r in ok.iterrows())
     assert "mad" not in [t.get_text().rstrip("*") for t in ax.get_xticklabels()]
 
 
