@@ -14,10 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,13 +24,10 @@ LATE = "import sys; from cltune.cli import main; sys.argv[0] = 'cltune'; main(pr
 
 def sweep(way: str, args: list[str], env: dict) -> float:
     """One sweep's process wall in s, interpreter start included."""
+    from kernel_tuner_compare import timed_process  # beside this script
+
     cmd = [sys.executable, "-m", "cltune", *args] if way == "early" else [sys.executable, "-c", LATE, *args]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{way} sweep failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
-    return wall
+    return timed_process(f"{way} sweep", cmd, env, ROOT)
 
 
 def main() -> None:

@@ -58,8 +58,8 @@ def test_a_familys_named_settings_build_as_one_batch_and_each_verifies(device, f
     assert set(batches) == {len(runner.builder._done)} and len(batches) > 1  # all from the first program
 
 
-def test_a_setting_that_fails_to_build_fails_alone_and_the_others_build(runner):
-    source = """
+# A template whose settings with BAD=1 fail to build and the others store VALUE.
+ONE_BAD = """
 __kernel void k(__global float *out) {
 #if BAD
     this does not compile;
@@ -67,6 +67,10 @@ __kernel void k(__global float *out) {
     out[get_global_id(0)] = VALUE;
 }
 """
+
+
+def test_a_setting_that_fails_to_build_fails_alone_and_the_others_build(runner):
+    source = ONE_BAD
     builder = Builder(runner.ctx)
     options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f", f"-DBAD={int(v == 2)}"] for v in range(4)]
     together = [(source, o) for o in options[1:]]
@@ -89,14 +93,7 @@ __kernel void k(__global float *out) {
 
 
 def test_a_failed_batch_is_halved_until_the_bad_setting_is_alone(runner):
-    source = """
-__kernel void k(__global float *out) {
-#if BAD
-    this does not compile;
-#endif
-    out[get_global_id(0)] = VALUE;
-}
-"""
+    source = ONE_BAD
     builder = Builder(runner.ctx)
     options = [["-cl-std=CL1.2", f"-DVALUE={v}.0f", f"-DBAD={int(v == 5)}"] for v in range(8)]
     builder.build(source, options[0], [(source, o) for o in options[1:]])
