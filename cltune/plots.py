@@ -120,9 +120,9 @@ def spread(df, title: str = "") -> Figure:
     """Each ok setting's per-launch run times: a box with every launch drawn over it as a dot.
     Settings marked noisy (coefficient of variation over the threshold) get a * after their name."""
     df = df.reset_index(drop=True)
-    rows = [r for _, r in df.iterrows() if r["status"] == "ok" and schema.samples(r)]
+    pairs = [(r, launches) for _, r in df.iterrows() if r["status"] == "ok" and (launches := schema.samples(r))]
+    rows, data = [r for r, _ in pairs], [launches for _, launches in pairs]
     fig, ax = new_figure(len(rows))
-    data = [schema.samples(r) for r in rows]
     rng = np.random.default_rng(0)
     if rows:
         boxes = ax.boxplot(data, positions=range(len(rows)), widths=0.55, patch_artist=True,

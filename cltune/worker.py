@@ -160,11 +160,8 @@ class WorkerRunner:
         else:
             self._proc, self._conn, self._building = _spawn(self.device_spec, self.kwargs, self.modules)
         info, skipped = self._receive(START_TIMEOUT_S)
-        if early is not None and (self.kwargs or self.modules):  # started before the config was read
-            k = self.kwargs
-            self._conn.send(("configure", (k.get("rtol", 1e-3), k.get("atol", 1e-3), k.get("seed", 0),
-                                           k.get("prebuild"), self.modules)))
-            self._receive(START_TIMEOUT_S)
+        if early is not None:  # started before the config was read: its tolerances, seed and modules
+            self.configure(self.modules)
         if self.restarts == 0:
             from .device import DeviceSkipped
 
