@@ -89,21 +89,13 @@ def torch_call(x, w, b, stride, padding):
 
 def cl_call(runner, problem, setting):
     """A function that runs one round of the setting (measure() verifies it first), or None."""
-    import pyopencl as cl
-
     from cltune.records import Timing
-    from cltune.workloads import get_family
 
     m = runner.measure(problem, setting, Timing(warmup=1, repeat=1))
     if m.status != "ok":
         print(f"  {setting.name}: {m.status} {m.error}")
         return None
-    family = get_family(setting.family)
-    p = family.resolve(setting.values)
-    prg, _ = runner.build(family, m.build_options.split())
-    launches = family.launches(runner.ctx, runner.queue, problem, p, runner.bufs)
-    kernels = {la.kernel: cl.Kernel(prg, la.kernel) for la in launches}
-    return lambda: runner._round(kernels, launches)
+    return runner.launcher(problem, setting)
 
 
 def candidates(layer: str, args) -> list:

@@ -87,11 +87,11 @@ def _resolve_setting(setting, runner, problem):
 
 
 def _runner(device):
-    from .measure import Runner
+    from .backend import in_process
 
     key = device if device is not None else ""
     if key not in _RUNNERS:
-        _RUNNERS[key] = Runner(device)
+        _RUNNERS[key] = in_process(device)
     return _RUNNERS[key]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UserError
+from .errors import UserError, first_line
 from .problem import Problem, pair
 
 
@@ -30,7 +30,7 @@ def _array(value, name: str) -> np.ndarray:
         return np.asarray(value)  # a view where it can be: nothing large is copied before the checks
     except (TypeError, ValueError, RuntimeError) as exc:
         raise UserError(f"conv2d(): argument '{name}' cannot be read as an array: "
-                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+                        f"{first_line(exc) or type(exc).__name__}") from None
 
 
 def contiguous(arr: np.ndarray | None) -> np.ndarray | None:

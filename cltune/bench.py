@@ -10,7 +10,6 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +18,7 @@ import pandas as pd
 
 from . import results, schema, tune
 from .errors import UserError
-from .paths import slug
+from .paths import slug, stamped_path
 from .problem import Problem, epilogue_reference
 
 
@@ -157,7 +156,7 @@ def chosen_layers(cfg, names: str | None) -> set | None:
 
 def default_path(cfg, out: str | Path | None = None) -> Path:
     """The race's CSV: `out`, else results/<config>_<time>.csv (the tuning files go beside it)."""
-    return Path(out or f"results/{slug(cfg.name)}_{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    return Path(out) if out else stamped_path(cfg.name, suffix=".csv")
 
 
 def write(df: pd.DataFrame, out: Path) -> None:
@@ -261,8 +260,7 @@ def geomean(values) -> float:
 def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | None = None,
         echo=print, info=None) -> pd.DataFrame:
     """Tune, then race; `info` (the device's DeviceInfo) binds the suite's device.* values."""
-    from .measure import Runner
-
+    from .backend import in_process
     from .device import select
     from .device_values import bind_config
 
@@ -273,7 +271,7 @@ def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | No
     for name, kind, problem in layers:
         echo(f"tuning {name} ({kind}): {problem.describe()}")
         best[name] = tune_layer(cfg, name, problem, opts, out_dir, echo)
-    runner = Runner(opts.device, rtol=cfg.rtol, atol=cfg.atol)
+    runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
     keep_freed_memory()
     heat_rounds = min(HEAT_ROUNDS, rounds - 1)
     heats = [{}] * len(layers)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
+from .errors import first_line
+
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
 
 
@@ -29,7 +31,7 @@ def first_error_line(exc: BaseException) -> str:
     for ln in lines:
         if "error" in ln.lower() and not ln.lower().startswith("clbuildprogram failed"):
             return ln[:300]
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    return first_line(lines[0], 300) if lines else type(exc).__name__
 
 
 @dataclass(frozen=True)

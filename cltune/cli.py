@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 
-from . import schema
-from .cli_base import STATUS_WIDTH, Seconds, device_option, main
-from .config import SEED_MAX
+from .cli_base import device_option, main, seed_option, time_limit_option, timeout_option
+from .cli_table import Progress, SweepTable, print_outcome
 from .device_values import bind_config, describe, needs_device
 from .errors import UserError
 from .strategies import STRATEGIES as STRATEGY_NAMES
@@ -102,23 +100,6 @@ def _echo_unbound(cfg) -> None:
             click.echo(f"    constraint {name}: {expr.text}")
 
 
-def _line(row: dict, width: int) -> str:
-    def num(key):
-        v = row.get(key)
-        return f"{v:10.3f}" if isinstance(v, float) else f"{'-':>10}"
-
-    gflops = row.get("gflops")
-    gf = f"{gflops:8.2f}" if isinstance(gflops, float) else f"{'-':>8}"
-    text = (f"{row['setting']:<{width}} {row['status']:<{STATUS_WIDTH}}"
-            f"{num('queue_ms_median')}{num('submit_ms_median')}{num('run_ms_median')}"
-            f"{num('total_ms_median')} {gf}")
-    if row.get("parts_run_ms"):
-        text += f"  ({row['parts_run_ms']})"
-    if row["status"] != "ok":
-        text += f"  {row['error']}"
-    return text
-
-
 @main.command()
 @click.argument("config", required=False)
 @device_option
@@ -129,17 +110,14 @@ def _line(row: dict, width: int) -> str:
 @click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None,
               help="Search strategy for the config's [[space]]s (default: the config's, else exhaustive).")
 @click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings measured per space.")
-@click.option("--time-limit", type=Seconds(), default=None, help="Seconds of search per space.")
-@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None,
-              help="Seed of the inputs and of random/TPE search.")
+@time_limit_option()
+@seed_option()
 @click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Append to this results file (written by the same config, problem and device), "
                    "measuring only the settings it does not hold yet.")
 @click.option("--retry-failed", is_flag=True,
               help="With --resume: measure again the settings whose rows are not ok (the new row counts).")
-@click.option("--timeout", type=Seconds(), default=None,
-              help="Seconds one setting may take before its worker is killed "
-                   "(default: 10x the baseline's time, at least 60).")
+@timeout_option()
 @click.option("--no-isolation", is_flag=True, help="Measure in this process (debugging; a crash ends the sweep).")
 @click.option("--rerank", type=click.IntRange(min=0), default=None,
               help="Re-measure the best N settings interleaved at the end (default: the config's, 3).")
@@ -151,19 +129,18 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from . import config as cfgmod
     from . import tune
-    from .farm import farm_spec
+    from .backend import farm_spec
 
     cfg = cfgmod.load(config)
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
-                        retry_failed=retry_failed)
+                        retry_failed=retry_failed, farm=farm_spec(farm))
     tune.check_options(opts)
-    spec = farm_spec(farm)
-    if spec:
+    if opts.farm:
         from .cli_farm import farm_sweep
 
-        return farm_sweep(cfg, opts, spec, _line, _print_outcome)
+        return farm_sweep(cfg, opts)
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info
@@ -171,89 +148,16 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
                    f"{info.compute_units} compute units, {info.max_clock_mhz} MHz; {describe(info)})")
         click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
-        names = [s.name for s in cfg.settings]
-        width = max([len(n) for n in names] + [24])
-        # The table's heading comes with its first row: a sweep refused before measuring (another
-        # sweep's file, a problem too large) prints its one line of error without a table above it.
-        heading = [f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-                   f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)"]
-        phase = ["search"]
-        bar = Progress(tune.expected_rows(cfg, opts))
-
-        def on_row(row):
-            bar.clear()
-            if heading:
-                click.echo(heading.pop())
-            if row["phase"] != phase[0]:
-                phase[0] = row["phase"]
-                click.echo(f"-- {phase[0]}: the best settings again, measured interleaved --")
-            click.echo(_line(row, width))
-            bar.step()
-
-        result = tune.run(cfg, opts, on_row, backend=backend)
-        bar.clear()
+        table = SweepTable([s.name for s in cfg.settings], Progress(tune.expected_rows(cfg, opts)))
+        result = tune.run(cfg, opts, table.row, backend=backend)
+        table.done()
     finally:
         backend.close()
-    _print_outcome(result, cfg)
+    print_outcome(result, cfg)
     reason = tune.failure(result, cfg.baseline)
     if reason:
         click.echo(f"Error: nothing measured: {reason}", err=True)
         sys.exit(1)
-
-
-class Progress:
-    """`[done/expected] elapsed, left` on a terminal's stderr, redrawn under the table's lines."""
-
-    def __init__(self, expected: int):
-        self.expected, self.done, self.t0 = max(expected, 1), 0, time.monotonic()
-        self.on = sys.stderr.isatty()
-
-    def clear(self) -> None:
-        if self.on:
-            click.echo("\r\033[K", err=True, nl=False)
-
-    def step(self) -> None:
-        self.done += 1
-        if self.on:
-            spent = time.monotonic() - self.t0
-            left = spent / self.done * max(self.expected - self.done, 0)
-            click.echo(f"[{self.done}/{self.expected}] {spent:.0f} s, about {left:.0f} s left",
-                       err=True, nl=False)
-
-
-def _print_outcome(result, cfg) -> None:
-    failed = [r["setting"] for r in result.rows if r["status"] != "ok" and r["phase"] == "search"]
-    if result.ranking:
-        best = result.ranking[0]
-        speedup = ""
-        if result.baseline_ms:
-            speedup = f", {result.baseline_ms / best[schema.TIME]:.2f}x the baseline {cfg.baseline}"
-        click.echo(f"best: {best['setting']} {best[schema.TIME]:.3f} ms{speedup}")
-    per_family = schema.fastest([r for r in result.rows if r["phase"] == "search"], per="family")
-    if len(per_family) > 1:
-        ranked = sorted(per_family.items(), key=lambda kv: kv[1][schema.TIME])
-        click.echo("best of each family (first pass): "
-                   + ", ".join(f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in ranked))
-    timing = _timing_line([r for r in result.rows if r["phase"] == "search" and r["status"] == "ok"])
-    if timing:
-        click.echo(timing)
-    shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
-    click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
-               + (f": {shown}" if failed else "") + ")")
-
-
-def _timing_line(rows) -> str:
-    """How steady this sweep's timed launches were (schema.slow_launches), and what a busy machine
-    means for its ranking; "" when no setting had two launches."""
-    slow, launches = schema.slow_launches([schema.samples(r) for r in rows])
-    if not launches:
-        return ""
-    line = (f"timing: {slow} of {launches} timed launches ({slow / launches:.0%}) ran over "
-            f"{schema.SLOW:g}x their setting's fastest")
-    if slow > schema.BUSY * launches:
-        line += ("; the machine was busy: settings this close may rank differently in another run "
-                 "(measure again when it is quieter)")
-    return line
 
 
 @main.command()

@@ -12,10 +12,7 @@ import warnings
 import click
 
 from . import __version__
-from .errors import UserError
-
-STATUS_WIDTH = 12
-
+from .errors import UserError, first_line
 
 class Fail(click.ClickException):
     exit_code = 2
@@ -31,7 +28,7 @@ class Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except UserError as exc:
-            raise Fail(one_line(str(exc))) from None
+            raise Fail(first_line(str(exc))) from None
         except BrokenPipeError:  # `cltune show x.csv | head`: the reader left, there is no one to tell
             _silence_stdout()
             raise click.exceptions.Exit(1) from None
@@ -39,11 +36,11 @@ class Group(click.Group):
             if ctx.params.get("debug"):
                 raise
             where = f"{exc.filename}: " if exc.filename else ""
-            raise Fail(one_line(f"{where}{exc.strerror or exc}")) from None
+            raise Fail(first_line(f"{where}{exc.strerror or exc}")) from None
         except Exception as exc:  # noqa: BLE001  (the one place that turns the unforeseen into a line)
             if ctx.params.get("debug"):
                 raise
-            raise Fail(one_line(f"{type(exc).__name__}: {exc}") + " (cltune --debug shows the traceback)") from None
+            raise Fail(first_line(f"{type(exc).__name__}: {exc}") + " (cltune --debug shows the traceback)") from None
 
 
 def _silence_stdout() -> None:
@@ -52,12 +49,6 @@ def _silence_stdout() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, io.UnsupportedOperation):
         pass
-
-
-def one_line(text: str, limit: int = 400) -> str:
-    """The first line of a message, cut to a length a terminal shows."""
-    line = (str(text).strip().splitlines() or [""])[0]
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 class Seconds(click.ParamType):
@@ -93,3 +84,18 @@ device_option = click.option(
     "--device", "-d", default=None,
     help="Device index (see `cltune devices`) or name substring; default $CLTUNE_DEVICE, "
          "else the first GPU that passes the probe, else the first device that does.")
+
+
+def seed_option(help: str = "Seed of the inputs and of random/TPE search."):
+    from .config import SEED_MAX
+
+    return click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None, help=help)
+
+
+def time_limit_option(help: str = "Seconds of search per space."):
+    return click.option("--time-limit", type=Seconds(), default=None, help=help)
+
+
+def timeout_option(help: str = "Seconds one setting may take before its worker is killed "
+                               "(default: 10x the baseline's time, at least 60)."):
+    return click.option("--timeout", type=Seconds(), default=None, help=help)

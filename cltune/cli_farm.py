@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-import threading
 
 import click
 
-from .cli_base import STATUS_WIDTH, device_option, main
+from .cli_base import device_option, main
+from .cli_table import SweepTable, print_outcome
 
 
 @main.command()
@@ -25,20 +25,18 @@ def worker(scheduler, device, name):
     serve(scheduler, device, name, click.echo)
 
 
-def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
+def farm_sweep(cfg, opts) -> None:
     """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
     from . import farm, tune
     from .errors import UserError
 
     if not opts.isolation:
         raise UserError("--no-isolation: a farm always measures in each worker's own measuring process")
+    spec = opts.farm
     if opts.device is not None and not spec.strip().startswith("local:"):
         raise UserError(f"--device picks this machine's device; the workers of {spec} picked theirs "
                         "(cltune worker SCHEDULER --device D)")
-    width = max([len(s.name) for s in cfg.settings] + [24])
     click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
-    phase: dict = {}  # per device kind: kinds are tuned at once, their rows interleave
-    lock = threading.Lock()
 
     def on_kind(kind, kind_opts):
         if kind_opts is None:
@@ -47,22 +45,9 @@ def farm_sweep(cfg, opts, spec: str, line, print_outcome) -> None:
             return
         click.echo(f"device kind: {kind.describe()} on {len(kind.workers)} worker(s): {', '.join(kind.workers)}")
 
-    heading = [f"{'setting':<{width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-               f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians) [worker]"]
-
-    def on_row(row):
-        kind = (row["device"], row["driver"], row["compute_units"])
-        with lock:
-            if heading:
-                click.echo(heading.pop())
-            if row["phase"] != phase.setdefault(kind, "search"):
-                phase[kind] = row["phase"]
-                click.echo(f"-- {row['phase']} of {row['device']} ({row['compute_units']} CUs): the best "
-                           "settings again, measured interleaved on one worker --")
-            click.echo(f"{line(row, width)}  [{row['worker']}]")
-
+    table = SweepTable([s.name for s in cfg.settings], farm=True)
     failed, errors = [], []
-    for res in farm.sweep(cfg, opts, spec, on_row, on_kind):
+    for res in farm.sweep(cfg, opts, spec, table.row, on_kind):
         if isinstance(res, Exception):
             if not isinstance(res, UserError):
                 raise res

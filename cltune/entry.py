@@ -3,7 +3,6 @@ worker first, then imports the rest of cltune and reads its config, while the wo
 
 from __future__ import annotations
 
-import os
 import sys
 
 NOT_EARLY = object()  # the command measures no setting in a local worker: nothing to start early
@@ -13,7 +12,9 @@ def early_device(args: list[str]):
     """The --device a `cltune sweep` command line gives its worker (None: the default device), or
     NOT_EARLY when it runs no local worker (help, --no-isolation, a farm) or is another command.
     Parsed here as click will parse it; where the two disagree the early worker goes unused."""
-    if not args or args[0] != "sweep" or os.environ.get("CLTUNE_FARM"):
+    from .backend import farm_spec
+
+    if not args or args[0] != "sweep" or farm_spec():
         return NOT_EARLY
     device, rest = None, iter(args[1:])
     for arg in rest:

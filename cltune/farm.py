@@ -20,9 +20,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .errors import UserError
+from .errors import UserError, first_line
 
-ENV = "CLTUNE_FARM"
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
 START_TIMEOUT_S = 120.0
@@ -76,7 +75,7 @@ class Farm:
                 self.client = dist.Client(spec, timeout=connect_s, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self.close()
-            raise FarmError(f"cannot reach the farm's scheduler {spec}: {str(exc).splitlines()[0]}") from None
+            raise FarmError(f"cannot reach the farm's scheduler {spec}: {first_line(exc)}") from None
         try:  # the rule is ours, whatever the scheduler was started with
             self.client.run_on_scheduler(_allowed_failures(ALLOWED_FAILURES))
             self.kinds = self._kinds(workers_timeout_s)
@@ -167,11 +166,6 @@ def environ(values: dict):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def farm_spec(option: str | None) -> str | None:
-    """--farm, else $CLTUNE_FARM, else none (a local sweep)."""
-    return option or os.environ.get(ENV) or None
 
 
 def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,

@@ -13,13 +13,16 @@ import time
 import uuid
 from typing import Callable, Iterator
 
-from .errors import UserError
+from .backend import Capabilities
+from .errors import UserError, first_line
 from .farm import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
 from .records import Measurement, Status
 
 
 class FarmBackend:
     """The measuring side of a sweep (like Runner / WorkerRunner), served by one kind's workers."""
+
+    caps = Capabilities(parallel=True, timeout=True)
 
     def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S):
         from .tune import measuring
@@ -126,8 +129,7 @@ class FarmBackend:
             return Measurement(setting=setting, status=Status.CRASHED, worker=name,
                                error=f"{exc.allowed_failures + 1} workers died measuring it, the last "
                                      f"{name} (KilledWorker)")
-        line = (str(exc).strip().splitlines() or [""])[0]
-        return Measurement(setting=setting, status=Status.CRASHED, error=f"{type(exc).__name__}: {line}")
+        return Measurement(setting=setting, status=Status.CRASHED, error=first_line(f"{type(exc).__name__}: {exc}"))
 
     def close(self) -> None:
         pass  # the Farm owns the client

@@ -12,6 +12,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import device as dev
+from .backend import Capabilities
 from .build import Builder, first_error_line
 from .device_values import bind_setting
 from .errors import UserError
@@ -62,7 +63,10 @@ class Prepared:
 
 
 class Runner:
-    """Owns the device's context and queue, the built programs and the problem's buffers."""
+    """Owns the device's context and queue, the built programs and the problem's buffers: the
+    backend (backend.py) that measures in this process."""
+
+    caps = Capabilities(windows=True, in_process=True)
 
     def __init__(self, device_spec=None, rtol: float = 1e-3, atol: float = 1e-3, seed: int = 0,
                  prebuild: bool | None = None, batch_builds: bool = True):

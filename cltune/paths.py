@@ -28,3 +28,18 @@ def slug(name: str, limit: int = 60) -> str:
 
     text = re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)).strip("-")[:limit].strip("-")
     return text or "unnamed"
+
+
+def stamped_path(*names: str, suffix: str = "", folder: str | Path = "results") -> Path:
+    """results/<name>_<name>_<time><suffix> for a run's file (suffix ".csv") or folder (suffix ""),
+    inside `folder` whatever the names hold (each made a slug; a device name lower-case, 40 at
+    most); `-2`, `-3` ... when two runs start in the same second."""
+    from datetime import datetime
+
+    parts = [slug(n) for n in names[:1]] + [slug(n).lower()[:40] for n in names[1:]]
+    stem = "_".join([*parts, datetime.now().strftime("%Y%m%d-%H%M%S")])
+    path, n = Path(folder) / f"{stem}{suffix}", 1
+    while path.exists():
+        n += 1
+        path = Path(folder) / f"{stem}-{n}{suffix}"
+    return path

@@ -152,14 +152,14 @@ BUILTIN_LAYER = dict(input_shape=(1, 512, 14, 14), weight_shape=(512, 512, 1, 1)
 def best_builtin(device_spec, info, repeat: int = 20) -> dict:
     """Our own built-in conv settings for this kind of device (`*_cpu` or `*_mali`, bound to its
     vector width) on a GEMM-shaped layer: {"setting", "gflops"} of the fastest verified one."""
-    from .measure import Runner
+    from .backend import in_process
     from .problem import Problem
     from .records import Status, Timing
     from .space import Setting
     from .workloads import builtin_settings
 
     suffix = "_cpu" if "CPU" in info.type else "_mali"
-    runner = Runner(device_spec)
+    runner = in_process(device_spec)
     problem = Problem.from_shapes(**BUILTIN_LAYER, bias=False)
     best = {}
     for name, (family, params) in builtin_settings().items():

@@ -14,11 +14,6 @@ from .errors import UserError
 from .paths import home  # noqa: F401  (peakstore.home() is where the store lives)
 
 
-def store_path() -> Path:
-    return store.default_path()
-
-
-
 def save(entry: dict) -> Path:
     """Add or replace the entry of entry['device'] (name, platform, driver), in one transaction."""
     return store.put_peak(entry)

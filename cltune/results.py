@@ -122,8 +122,9 @@ class Recorder:
         """Whether the resumed file holds a re-ranking (a finished sweep)."""
         return self.held is not None and bool((self.held["phase"] == "rerank").any())
 
-    def record(self, m: Measurement, phase: str) -> dict:
-        extra = {"phase": phase, "strategy": self.strategy, "seq": len(self.rows), "baseline": self.baseline,
+    def record(self, m: Measurement, phase: str, strategy: str | None = None) -> dict:
+        """Write m as a row; `strategy` (default: self.strategy) is the `strategy` column."""
+        extra = {"phase": phase, "strategy": self.strategy if strategy is None else strategy, "seq": len(self.rows), "baseline": self.baseline,
                  **self.prepare(m.setting)}
         row = to_row(m, self.info, self.problem, self.config_name, self.noisy_cv, extra, self.peaks)
         self._file.append(row)

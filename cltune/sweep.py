@@ -66,12 +66,12 @@ class Sweep:
     def run_settings(self, settings: Iterable[Setting]) -> list[Outcome]:
         """Measure a fixed list (the config's [[setting]]s) in order, skipping what was resumed."""
         settings = list(settings)
-        with self._second_windows_at_end():
+        with self.finishing():
             if self.measure_many is not None:
                 self._evaluate_many(iter(settings))
             else:
                 for i, s in enumerate(settings):
-                    self._evaluate(s, settings[i + 1:i + 1 + PREFETCH])
+                    self.evaluate(s, settings[i + 1:i + 1 + PREFETCH])
         return [self.outcomes[self.key(s)] for s in settings]
 
     def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:
@@ -90,7 +90,7 @@ class Sweep:
                 raise BudgetExhausted
             counted.add(key)
             mine.append(key)
-            return self._evaluate(setting, upcoming).cost
+            return self.evaluate(setting, upcoming).cost
 
         def admit(settings: Sequence[Setting], stopped: list) -> Iterator[Setting]:
             """The settings not yet counted, each checked against the budget as it is taken."""
@@ -116,14 +116,17 @@ class Sweep:
             return self.key(setting) in counted
 
         many = evaluate_many if self.measure_many is not None else None
-        with self._second_windows_at_end():
+        with self.finishing():
             try:
                 get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.batch))
             except BudgetExhausted:
                 pass
         return [self.outcomes[k] for k in mine if k in self.outcomes]
 
-    def _evaluate(self, setting: Setting, upcoming: Sequence[Setting]) -> Outcome:
+    def evaluate(self, setting: Setting, upcoming: Sequence[Setting] = ()) -> Outcome:
+        """A setting's outcome: this run's, the resumed file's, else measured now and recorded (an
+        ok point with more windows to come waits, its outcome provisional). `upcoming`: settings
+        likely next, built with this one."""
         key = self.key(setting)
         if key in self.outcomes:
             return self.outcomes[key]
@@ -163,7 +166,7 @@ class Sweep:
         return Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))
 
     @contextlib.contextmanager
-    def _second_windows_at_end(self):
+    def finishing(self):
         """At the end of a phase every waiting point gets its remaining windows; if the phase is cut
         short by an exception (Ctrl-C included), they are recorded with the launches they have."""
         try:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from . import results, schema
 from .config import SEED_MAX
 from .errors import UserError
-from .paths import slug
+from .paths import stamped_path
 from .records import Measurement, Timing
 from .space import Setting
 from .sweep import Budget, Outcome, Sweep
@@ -40,6 +40,7 @@ class Options:
     retry_failed: bool = False  # with resume: measure again the settings whose rows are not ok
     prebuild: bool | None = None
     modules: tuple = ()  # extra modules that register kernel families (imported by the worker too)
+    farm: str | None = None  # a Dask scheduler's address or local:N (backend.farm_spec); None: this machine
 
 
 @dataclass
@@ -84,27 +85,17 @@ def measuring(cfg, opts: Options) -> tuple[dict, float]:
 
 
 def open_backend(cfg, opts: Options):
+    """This machine's backend for a sweep of cfg: an isolated worker, or this process with
+    --no-isolation (a farm's backends are made per device kind by farm.sweep)."""
+    from .backend import open_local
+
     kwargs, timeout_s = measuring(cfg, opts)
-    for name in opts.modules:
-        __import__(name)
-    if not opts.isolation:
-        from .measure import Runner
-
-        return Runner(opts.device, **kwargs)
-    from .worker import WorkerRunner
-
-    return WorkerRunner(opts.device, modules=opts.modules, timeout_s=timeout_s, **kwargs)
+    return open_local(opts.device, isolated=opts.isolation, modules=opts.modules, timeout_s=timeout_s, **kwargs)
 
 
 def default_path(cfg, info) -> Path:
     """results/<config>_<device>_<time>.csv, inside results/ whatever the names hold."""
-    stem = f"{slug(cfg.name)}_{slug(info.name).lower()[:40]}_{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    path = Path("results") / f"{stem}.csv"
-    n = 1
-    while path.exists():  # two sweeps in the same second
-        n += 1
-        path = Path("results") / f"{stem}-{n}.csv"
-    return path
+    return stamped_path(cfg.name, info.name, suffix=".csv")
 
 
 def expected_rows(cfg, opts: Options) -> int:
@@ -135,8 +126,8 @@ def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, b
             backend.close()
 
 
-def _identity(info, problem) -> Callable[[Setting], dict]:
-    """What the sweep prepares once per setting, before measuring it: its build options, source hash
+def identity(info, problem) -> Callable[[Setting], dict]:
+    """What a session prepares once per setting, before measuring it: its build options, source hash
     and family figures (results.PREPARED, for a row whose worker could not report them) and its resume key."""
     done: dict = {}
 
@@ -153,8 +144,27 @@ def _identity(info, problem) -> Callable[[Setting], dict]:
     return ident
 
 
-def _run(cfg, opts: Options, backend, on_row) -> Result:
+@contextmanager
+def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool = False,
+            on_row: Callable[[dict], None] = lambda row: None) -> Iterator["Steps"]:
+    """One results file and the measuring that fills it: its Recorder (the only writer of rows)
+    and its Steps (the Sweep, the timing rules), for a sweep, a network's task or the API. `cfg`
+    is bound to the device; with `resume` the rows the file holds are not measured again. Points
+    still waiting for a timing window when the block ends are measured (or, on an exception,
+    recorded with the launches they have)."""
     from . import peakstore
+
+    info = backend.info
+    recorder = results.Recorder(path, info, cfg.problem, cfg.name, identity(info, cfg.problem),
+                                cfg.timing.noisy_cv, peakstore.lookup(info.name, info.platform, info.driver),
+                                cfg.baseline or "", on_row)
+    with recorder.open(schema.make_header(cfg.name, cfg.problem.key, info), resume=resume):
+        steps = Steps(cfg, backend, recorder, retry_failed)
+        with steps.sweep.finishing():
+            yield steps
+
+
+def _run(cfg, opts: Options, backend, on_row) -> Result:
     from .device_values import bind_config
 
     info, problem = backend.info, cfg.problem
@@ -163,11 +173,7 @@ def _run(cfg, opts: Options, backend, on_row) -> Result:
         raise UserError(refusal)
     cfg = bind_config(cfg, info)  # device.* values in its spaces and built-in settings
     path = Path(opts.resume or opts.out or default_path(cfg, info))
-    recorder = results.Recorder(path, info, problem, cfg.name, _identity(info, problem), cfg.timing.noisy_cv,
-                                peakstore.lookup(info.name, info.platform, info.driver), cfg.baseline or "",
-                                on_row)
-    with recorder.open(schema.make_header(cfg.name, problem.key, info), resume=bool(opts.resume)):
-        steps = Steps(cfg, backend, recorder, opts.retry_failed)
+    with session(cfg, backend, path, bool(opts.resume), opts.retry_failed, on_row) as steps:
         outcomes = steps.baseline() + steps.listed()
         steps.search()
         return steps.rerank(outcomes)
@@ -179,13 +185,14 @@ class Steps:
 
     def __init__(self, cfg, backend, recorder, retry_failed: bool):
         self.cfg, self.backend, self.rec = cfg, backend, recorder
+        self.strategies: dict = {}  # key -> the strategy that asked for a point (Steps.evaluate)
         self.settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         resumed = resumed_outcomes(recorder.held, retry_failed) if recorder.held is not None else {}
         self.sweep = Sweep(self._measure, lambda s: recorder.prepare(s)["key"], self._record, resumed)
-        if hasattr(backend, "measure_many"):  # a farm: settings in parallel over its workers
+        if backend.caps.parallel:  # a farm: settings in parallel over its workers
             self.sweep.measure_many = lambda settings: backend.measure_many(cfg.problem, self._timing, settings)
             self.sweep.batch = backend.batch
-        elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and hasattr(backend, "measure_more"):
+        elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and backend.caps.windows:
             self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._timing())
             self.sweep.window_gap_s = cfg.timing.second_window_s
             self.sweep.wants_window = lambda m: self._timing().wants_window(m)
@@ -203,14 +210,33 @@ class Steps:
         return self.backend.measure(self.cfg.problem, setting, timing, upcoming)
 
     def _record(self, m: Measurement, phase: str) -> Outcome:
-        row = self.rec.record(m, phase)
+        row = self.rec.record(m, phase, self.strategies.pop(self.rec.prepare(m.setting)["key"], None))
         return Outcome(m.setting, row["status"], row[schema.TIME] if row["status"] == "ok" else None)
+
+    def evaluate(self, setting: Setting, upcoming=(), strategy: str | None = None) -> Outcome:
+        """One setting measured into the file (or its outcome, when already measured or resumed),
+        its rows' `strategy` column set to `strategy`: what a network's scheduler asks for."""
+        if strategy is not None:
+            self.rec.strategy = strategy
+            # a point that waits for more timing windows is recorded later, under this strategy still
+            self.strategies.setdefault(self.rec.prepare(setting)["key"], strategy)
+        return self.sweep.evaluate(setting, upcoming)
+
+    def measure_again(self, setting: Setting, strategy: str) -> Outcome:
+        """A setting measured and recorded once more, whatever the file holds (a drift check)."""
+        self.rec.strategy = strategy
+        return self._record(self.backend.measure(self.cfg.problem, setting, self._timing(), ()), "search")
+
+    @property
+    def measured(self) -> int:
+        """Rows this session wrote."""
+        return len(self.rec.rows)
 
     def baseline(self) -> list[Outcome]:
         """The baseline (else the first listed setting); without a configured timeout, its time sets
         the worker's per-setting timeout."""
         outcomes = self.sweep.run_settings(self.settings[:1])
-        if not self.cfg.timeout_s and hasattr(self.backend, "timeout_s") and self.settings:
+        if not self.cfg.timeout_s and self.backend.caps.timeout and self.settings:
             row = self.rec.row(self.rec.prepare(self.settings[0])["key"])
             self.backend.timeout_s = default_timeout(row["wall_ms"] if row is not None else None)
         return outcomes
@@ -279,10 +305,3 @@ def resumed_outcomes(df, retry_failed: bool = False) -> dict:
         cost = row[schema.TIME] if row["status"] == "ok" else None
         out[row["key"]] = Outcome(setting, row["status"], cost)
     return out
-
-
-def resumed_file(path: Path, retry_failed: bool = False) -> dict:
-    """resumed_outcomes() of a file (empty when there is none yet); net/run.py resumes with it."""
-    if not path.exists() or path.stat().st_size == 0:
-        return {}
-    return resumed_outcomes(results.load(path), retry_failed)

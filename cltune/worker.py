@@ -17,7 +17,8 @@ import time
 import types
 import warnings
 
-from .errors import UserError
+from .backend import Capabilities
+from .errors import UserError, first_line
 from .records import Measurement, Status
 
 START_TIMEOUT_S = 120.0  # opening the device and uploading the problem
@@ -65,11 +66,7 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
         except UserError as exc:
             conn.send(("user_error", str(exc)))
         except Exception as exc:  # noqa: BLE001  (a bug or bad value: the row says which, the worker lives on)
-            conn.send(("error", _first_line(f"{type(exc).__name__}: {exc}")))
-
-
-def _first_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[0][:500]
+            conn.send(("error", first_line(f"{type(exc).__name__}: {exc}", 500)))
 
 
 class WorkerDied(Exception):
@@ -144,6 +141,8 @@ def _adopt_early(device_spec, runner_kwargs: dict):
 
 class WorkerRunner:
     """The Runner's measuring methods, served by a worker process, with timeouts and restarts."""
+
+    caps = Capabilities(windows=True, timeout=True)
 
     def __init__(self, device_spec=None, modules: tuple = (), timeout_s: float | None = None, **runner_kwargs):
         self.device_spec, self.modules, self.kwargs = device_spec, tuple(modules), runner_kwargs

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field, replace
 
+from cltune.backend import Capabilities
 from cltune.device import DeviceInfo
 from cltune.records import Measurement, Round, Status
 
@@ -41,6 +42,7 @@ def fake_cost(values: dict) -> float:
 class FakeBackend:
     """Records what it was asked to measure; fails the settings listed in `fail`."""
 
+    caps = Capabilities(windows=True, timeout=True)
     info: DeviceInfo = FAKE_INFO
     fail: dict = field(default_factory=dict)  # params json -> Status
     measured: list = field(default_factory=list)

@@ -55,7 +55,7 @@ def test_sweep_says_how_steady_its_timed_launches_were(quick_csv):
     ([[1.0], [2.0]], ""),  # one launch a setting: nothing to compare
 ])
 def test_the_timing_line_counts_slow_launches_and_warns_over_a_tenth(samples, expected):
-    from cltune.cli import _timing_line
+    from cltune.cli_table import timing_line as _timing_line
 
     rows = [{"run_ms_samples": " ".join(str(v) for v in s)} for s in samples]
     assert _timing_line(rows) == expected

@@ -18,6 +18,7 @@ from cltune.records import Status
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
+from cltune.backend import Capabilities
 
 MODULES = ("tests.fault_family",)
 
@@ -25,6 +26,8 @@ MODULES = ("tests.fault_family",)
 @dataclass
 class FakeFarm(FakeBackend):
     """measure_many with `batch` settings in flight, finishing in reverse order of submission."""
+
+    caps = Capabilities(parallel=True, timeout=True)
 
     batch: int = 3
     pulls: list = field(default_factory=list)  # settings in flight each time one more was pulled
@@ -150,7 +153,6 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
     from types import SimpleNamespace
 
     from cltune.farm_worker import PLUGIN, DevicePlugin, identity
-    from cltune.records import Status
     from cltune.worker import WorkerDied
 
     from .fakes import FAKE_INFO

@@ -1,6 +1,5 @@
 """`cltune net` end to end on the device: a small ONNX model, one budget, the table and three totals."""
 
-import json
 
 import numpy as np
 import onnx
@@ -58,3 +57,11 @@ def test_net_list_prints_layers_and_tasks():
     result = CliRunner().invoke(main, ["net", "resnet18", "--list"])
     assert result.exit_code == 0
     assert result.output.count(": weight ") == 15 and "conv1: input [1, 3, 224, 224]" in result.output
+
+
+def test_net_options_have_the_sweeps_types(tmp_path):
+    """Guards against net's --seed, --time-limit and --timeout taking other values than sweep's."""
+    runner = CliRunner()
+    for args in (["--seed", "-1"], ["--time-limit", "nan"], ["--timeout", "inf"]):
+        result = runner.invoke(main, ["net", "resnet18", "--budget", "3", *args])
+        assert result.exit_code == 2 and "Invalid value" in result.output, (args, result.output)

@@ -1,7 +1,6 @@
 """setting="best" on a shape that was never tuned: the nearest tuned shape its family accepts, else the
 default; best_setting says which rule chose."""
 
-import json
 
 import cltune
 from cltune.net.nearest import problem_from_key

@@ -236,3 +236,42 @@ def test_a_setting_that_spells_out_a_default_is_not_measured_again():
     spelled = Setting.make("spelled", family, {**params, "VEC_DIM": "k"})
     assert spelled.key != Setting.make("b", family, params).key
     assert ident(spelled) == ident(Setting.make("b", family, params))
+
+
+def test_network_tasks_are_timed_by_the_sweeps_rules(tmp_path):
+    """Guards against `cltune net` building its own sweep with the config's timing as-is: no
+    incumbent, so adaptive repeats never stopped a slow setting early, and no timing windows. Each
+    task now measures through a session (tune.session), as `cltune sweep` does."""
+    timings = []
+
+    @dataclass
+    class Watch(NetFake):
+        def measure(self, problem, setting, timing, upcoming=()):
+            timings.append((problem.key, timing))
+            return super().measure(problem, setting, timing, upcoming)
+
+    backend = Watch()
+    netrun.run(small_net(), netrun.NetOptions(out=tmp_path / "run", budget=12, rounds=0,
+                                              best_db=tmp_path / "best.sqlite"),
+               echo=lambda line: None, backend=backend)
+    assert timings and all(t.adaptive for _, t in timings)
+    firsts = {}
+    for key, t in timings:  # a task's first point has no incumbent yet, its later ones do
+        firsts.setdefault(key, []).append(t.incumbent_ms)
+    assert all(inc[0] is None and any(i is not None for i in inc[1:]) for inc in firsts.values() if len(inc) > 1)
+    assert all(t.limit == 1 and t.time_verification for _, t in timings)  # first windows, as a sweep's
+    assert backend.more  # and later windows
+
+
+@pytest.mark.parametrize("opts, message", [
+    (dict(budget=3, seed=-1), "seed: expected an int"),
+    (dict(budget=3, timeout_s=float("inf")), "timeout_s: expected a finite number"),
+    (dict(budget=3, out="a", resume="b"), "both name the run folder"),
+    (dict(), "needs a budget"),
+])
+def test_network_options_are_checked_as_a_sweeps_before_a_device_opens(opts, message):
+    """Guards against `net --seed -1` giving all-error rows (net skipped sweep's option checks)."""
+    from cltune.errors import UserError
+
+    with pytest.raises(UserError, match=message):
+        netrun.run(small_net(), netrun.NetOptions(**opts), echo=lambda line: None, backend=None)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli_base import device_option, main
-from ..errors import UserError
+from ..cli_base import device_option, main, seed_option, time_limit_option, timeout_option
 from .schedule import POLICIES
 
 
@@ -14,22 +13,20 @@ from .schedule import POLICIES
 @device_option
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Settings measured in total over all tasks, built-ins included.")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds of tuning in total (the built-ins are always measured).")
+@time_limit_option("Seconds of tuning in total (the built-ins are always measured).")
 @click.option("--policy", type=click.Choice(list(POLICIES)), default="gradient", show_default=True,
               help="Which task gets the next trials.")
 @click.option("--no-transfer", is_flag=True, help="Do not start a task's search from similar tasks' best settings.")
 @click.option("--spaces", default="net_spaces", show_default=True,
               help="Config whose [[space]]s and [run] timing the tasks use.")
-@click.option("--seed", type=int, default=None, help="Seed of the inputs and of each task's search order.")
+@seed_option("Seed of the inputs and of each task's search order.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run folder (default: results/net_<network>_<device>_<time>/).")
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None,
               help="Continue this run folder: settings it holds are not measured again.")
 @click.option("--rounds", type=click.IntRange(min=0), default=3, show_default=True,
               help="Interleaved rounds of the final race of tuned, default and torch (0: no race).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds one setting may take before its worker is killed.")
+@timeout_option("Seconds one setting may take before its worker is killed.")
 @click.option("--best-db", type=click.Path(dir_okay=False), default=None,
               help="Best-config database to fill (default: $CLTUNE_HOME/best.json).")
 @click.option("--list", "list_only", is_flag=True, help="Print the network's layers and tasks, measure nothing.")
@@ -42,8 +39,9 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
     from .tables import load
     from .tasks import make_tasks
 
-    if out and resume:
-        raise UserError("--out and --resume both name the run folder; give one")
+    opts = netrun.NetOptions(device=device, out=out, resume=resume, budget=budget, time_limit_s=time_limit,
+                             policy=policy, transfer=not no_transfer, seed=seed, spaces=spaces,
+                             timeout_s=timeout, best_db=best_db, rounds=rounds)
     model = load(network)
     if list_only:
         for layer in model.layers:
@@ -51,9 +49,6 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
         for t in make_tasks(model):
             click.echo(f"{t.name}: weight {t.weight} ({', '.join(t.layers)})")
         return
-    opts = netrun.NetOptions(device=device, out=out, resume=resume, budget=budget, time_limit_s=time_limit,
-                             policy=policy, transfer=not no_transfer, seed=seed, spaces=spaces,
-                             timeout_s=timeout, best_db=best_db, rounds=rounds)
     res = netrun.run(model, opts, click.echo)
     click.echo(format_table(res))
     click.echo(f"wrote {res.run_dir}/ (network.csv, totals.csv, one results file per task)")

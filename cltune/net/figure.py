@@ -12,9 +12,9 @@ def race_totals(res, opts, cfg) -> dict:
     """Race, task by task in one process, the tuned setting, the untuned default and torch (each
     with the layer's epilogue), interleaved; the totals are sum(weight x median ms)."""
     from ..bench import Contender, race, torch_contender
-    from ..measure import Runner
+    from ..backend import in_process
 
-    runner = Runner(opts.device, rtol=cfg.rtol, atol=cfg.atol)
+    runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
     rows = []
     try:
         for st in res.states:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import UserError, first_line
 from ..problem import Problem
 from .tables import Layer, Network
 
@@ -29,7 +29,7 @@ def load(path: str | Path) -> Network:
         model = onnx.load(str(path))
         model = onnx.shape_inference.infer_shapes(model)
     except Exception as exc:  # onnx raises DecodeError, ValidationError, InferenceError...
-        raise UserError(f"{path}: not a readable ONNX model: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"{path}: not a readable ONNX model: {first_line(exc)}") from None
     return Network(Path(path).stem, tuple(layers(model.graph, str(path))), str(path),
                    f"ONNX model {Path(path).name}")
 

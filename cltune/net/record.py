@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import results
 from ..device_values import bind_config
 from .replay import builtin_only, load_table
-from .run import NetOptions, _run_dir, _sweep, open_sweeps, open_task_file, task_state
+from .run import NetOptions, _run_dir, open_sessions, task_state
 from .schedule import ident, transfer_candidates
 from .tables import Network
 from .tasks import builtins, make_tasks
@@ -31,20 +31,22 @@ def record(net: Network, cfg, backend, table: str | Path, points: int | None, se
     run_dir = _run_dir(net, NetOptions(out=table, resume=table if resume else None), info, tasks)
     results.save_device_info(run_dir / "network.csv", info)
     states = [task_state(t, i, cfg.spaces, info, seed) for i, t in enumerate(tasks)]
-    start, counter = clock(), {"measured": 0}
+    start = clock()
     with ExitStack() as stack:
-        sweeps = open_sweeps(stack, net, tasks, run_dir, cfg, info, backend, resume, None, counter)
+        sessions = open_sessions(stack, net, tasks, run_dir, cfg, backend, resume)
+
+        def measured() -> int:
+            return sum(s.measured for s in sessions.values())
+
         for st, setting, phase in _plan(states, points):
             if time_limit_s is not None and clock() - start >= time_limit_s:
-                echo(f"time limit reached after {counter['measured']} settings; run again to continue")
+                echo(f"time limit reached after {measured()} settings; run again to continue")
                 break
-            sweep = sweeps[st.task.name]
-            sweep.strategy = phase
-            before = counter["measured"]
-            st.add(setting, sweep._evaluate(setting, []).cost)
-            if counter["measured"] > before and counter["measured"] % 50 == 0:
-                echo(f"[{counter['measured']} measured] {phase} {st.task.name} {setting.name}")
-    return counter["measured"]
+            before = measured()
+            st.add(setting, sessions[st.task.name].evaluate(setting, (), phase).cost)
+            if measured() > before and measured() % 50 == 0:
+                echo(f"[{measured()} measured] {phase} {st.task.name} {setting.name}")
+    return measured()  # the points that waited for windows too
 
 
 def _plan(states, points: int | None):
@@ -85,13 +87,11 @@ def again(net: Network, cfg, backend, table: str | Path) -> tuple[float, float]:
     _, before = load_table(table)
     tasks = make_tasks(net)
     _run_dir(net, NetOptions(out=table, resume=table), info, tasks)  # the same network, or one line
-    counter, now = {"measured": 0}, 0.0
+    now = 0.0
     with ExitStack() as stack:
+        sessions = open_sessions(stack, net, tasks, table, cfg, backend, resume=True)
         for task in tasks:
-            sink = open_task_file(stack, net, task, table, info, resume=True)
-            sweep = _sweep(task, net, cfg, info, backend, sink, {}, None, counter)
-            sweep.strategy = "builtin"
-            costs = [sweep.record(sweep.measure(s, []), "search").cost
+            costs = [sessions[task.name].measure_again(s, "builtin").cost
                      for s in builtins(task.problem, info)]  # task_state's built-ins, without its space
             now += task.weight * min((c for c in costs if c is not None), default=float("nan"))
     return builtin_only(before), now

@@ -12,35 +12,30 @@ from __future__ import annotations
 import json
 import math
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from .. import config as cfgmod
-from .. import results, schema, tune
+from .. import results, tune
 from ..device_values import bind_config
 from ..errors import UserError
-from ..sweep import Budget, Outcome, Sweep
+from ..paths import stamped_path
+from ..sweep import Budget
 from .schedule import POLICIES, Scheduler, TaskState, ident, neighbours, network_ms, own_order
 from .tables import Network
 from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
 
 
 @dataclass
-class NetOptions:
-    device: str | None = None
-    out: str | Path | None = None  # the run folder
-    resume: str | Path | None = None  # a run folder to continue
-    budget: int | None = None  # settings measured in total, built-ins included
-    time_limit_s: float | None = None  # seconds of tuning in total
+class NetOptions(tune.Options):
+    """A sweep's options (checked alike), where `out` and `resume` name a run folder, `budget` and
+    `time_limit_s` count over all tasks (built-ins included), and net's own fields."""
+
     policy: str = "gradient"
     transfer: bool = True
-    seed: int | None = None
     spaces: str = "net_spaces"  # the config whose [[space]]s and [run] timing the tasks use
-    isolation: bool = True
-    timeout_s: float | None = None
     best_db: str | Path | None = None  # None: the default best-config database
     rounds: int = 3  # interleaved rounds of the final race; 0: no race
 
@@ -56,21 +51,26 @@ class NetResult:
 
 
 def default_dir(net: Network, info) -> Path:
-    import re
-
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", info.name).strip("-").lower()[:40]
-    return Path("results") / f"net_{net.name}_{slug}_{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    """results/net_<network>_<device>_<time>/."""
+    return stamped_path(f"net_{net.name}", info.name)
 
 
-def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
+def check(opts: NetOptions) -> None:
+    """What can be refused before a device is opened: a sweep's checks, a budget, a known policy."""
+    if opts.out and opts.resume:
+        raise UserError("--out and --resume both name the run folder; give one")
+    tune.check_options(replace(opts, out=None))  # `out` is a folder here
     if opts.budget is None and opts.time_limit_s is None:
         raise UserError("cltune net needs a budget: --budget N (settings in total) or --time-limit S")
     if opts.policy not in POLICIES:
         raise UserError(f"unknown scheduling policy {opts.policy!r}; known: {', '.join(POLICIES)}")
-    cfg = cfgmod.load(opts.spaces)
+
+
+def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
+    check(opts)
+    cfg = cfgmod.load(opts.spaces).with_overrides(opts)
     own = backend is None
-    backend = backend or tune.open_backend(cfg, tune.Options(device=opts.device, isolation=opts.isolation,
-                                                             timeout_s=opts.timeout_s, seed=opts.seed))
+    backend = backend or tune.open_backend(cfg, opts)
     try:
         cfg = bind_config(cfg, backend.info)  # device.* values in its spaces
         res = _tune(net, cfg, opts, backend, echo)
@@ -116,35 +116,26 @@ def task_file(run_dir: Path, task) -> Path:
     return Path(run_dir) / f"{task.name}.csv"
 
 
-def open_task_file(stack: ExitStack, net: Network, task, run_dir: Path, info, resume: bool) -> results.ResultsFile:
-    """A task's results file, opened (appended to when `resume`) for the life of `stack`."""
-    header = schema.make_header(task_config(net, task), task.problem.key, info)
-    return stack.enter_context(results.ResultsFile(task_file(run_dir, task), header, resume=resume))
-
-
-def open_sweeps(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, info, backend, resume: bool,
-                peaks, counter) -> dict:
-    """task name -> its Sweep into its results file; with `resume`, the rows there are not measured again."""
-    sweeps = {}
+def open_sessions(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, backend, resume: bool) -> dict:
+    """task name -> the session (tune.session) of its results file, open for the life of `stack`,
+    with the spaces config's timing rules; with `resume`, the rows there are not measured again."""
+    sessions = {}
     for task in tasks:
-        resumed = tune.resumed_file(task_file(run_dir, task)) if resume else {}
-        sink = open_task_file(stack, net, task, run_dir, info, resume)
-        sweeps[task.name] = _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter)
-    return sweeps
+        task_cfg = replace(cfg, name=task_config(net, task), problem=task.problem, settings=(), baseline=None)
+        path = task_file(run_dir, task)
+        held = resume and path.exists() and path.stat().st_size > 0
+        sessions[task.name] = stack.enter_context(tune.session(task_cfg, backend, path, resume=held))
+    return sessions
 
 
 def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
-    from .. import peakstore
-
     info = backend.info
     tasks = make_tasks(net)
     run_dir = _run_dir(net, opts, info, tasks)
     results.save_device_info(run_dir / "network.csv", info)
-    peaks = peakstore.lookup(info.name, info.platform, info.driver)
-    seed = cfg.seed if opts.seed is None else opts.seed
-    counter = {"measured": 0}
+    seed = cfg.seed
     with ExitStack() as stack:
-        sweeps = open_sweeps(stack, net, tasks, run_dir, cfg, info, backend, bool(opts.resume), peaks, counter)
+        sessions = open_sessions(stack, net, tasks, run_dir, cfg, backend, bool(opts.resume))
         states = [task_state(task, i, cfg.spaces, info, seed) for i, task in enumerate(tasks)]
         n_builtin = sum(len(s.builtins) for s in states)
         echo(f"{net.name}: {len(net.layers)} conv layers, {len(tasks)} tasks; {n_builtin} built-in settings "
@@ -153,9 +144,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         strategy = {"builtin": "builtin", "transfer": "transfer", "search": opts.policy}
 
         def evaluate(st, setting, upcoming, phase):
-            sweep = sweeps[st.task.name]
-            sweep.strategy = strategy[phase]
-            return sweep._evaluate(setting, upcoming).cost
+            return sessions[st.task.name].evaluate(setting, upcoming, strategy[phase]).cost
 
         def on_trial(st, setting, phase):
             cost = st.tried[ident(setting)]
@@ -167,10 +156,11 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         sched = Scheduler(states, evaluate, Budget(opts.budget, opts.time_limit_s), opts.policy,
                           opts.transfer, on_trial=on_trial, seed=seed)
         sched.run()
+    measured = sum(s.measured for s in sessions.values())  # the points that waited for windows too
     summary = summarize(states, info)
     summary.to_csv(run_dir / "network.csv", index=False)
     _fill_db(run_dir, tasks, opts, echo)
-    return NetResult(run_dir, tasks, states, summary, measured=counter["measured"])
+    return NetResult(run_dir, tasks, states, summary, measured=measured)
 
 
 def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
@@ -186,25 +176,6 @@ def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
 
     return TaskState(task, builtins(p, device), own_order(space_settings(p, spaces, device), seed, index),
                      neighbours=near, allows=lambda setting: accepts(setting, p, device))
-
-
-def _sweep(task, net, cfg, info, backend, sink, resumed, peaks, counter) -> Sweep:
-    identity = tune._identity(info, task.problem)  # build options, source hash, resume key
-    seq = [len(resumed)]
-
-    def record(m, phase):
-        extra = {"phase": phase, "strategy": sweep.strategy, "seq": seq[0], "baseline": "", **identity(m.setting)}
-        row = results.to_row(m, info, task.problem, task_config(net, task), cfg.timing.noisy_cv,
-                             extra, peaks)
-        sink.append(row)
-        seq[0] += 1
-        counter["measured"] += 1
-        return Outcome(m.setting, row["status"], row[schema.TIME] if row["status"] == "ok" else None)
-
-    sweep = Sweep(lambda s, up: backend.measure(task.problem, s, cfg.timing, up),
-                  lambda s: identity(s)["key"], record, resumed)
-    sweep.strategy = "builtin"
-    return sweep
 
 
 def summarize(states: list[TaskState], info) -> pd.DataFrame:

@@ -15,7 +15,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from ..errors import UserError
+from ..errors import UserError, first_line
 from ..paths import data_dir
 from ..problem import Problem
 
@@ -70,7 +70,7 @@ def load_table(path: Path) -> Network:
     try:
         data = tomllib.loads(Path(path).read_text())
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read a network table: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"{path}: cannot read a network table: {first_line(exc)}") from None
     c = _Checker(str(path))
     c.unknown(data, TOP_KEYS, "")
     convs = c.get(data, "conv", list, "", [], lambda v: len(v) > 0 and all(isinstance(e, dict) for e in v),

@@ -1,0 +1,141 @@
+"""The package's import graph from its source (an ast scan, nothing imported): modules, the
+arrows between them (top-level and function-level imports), the cycles they form, and module
+sizes. `python scripts/import_graph.py` prints the summary; tests/test_layering.py asserts on it.
+
+A cycle is a strongly connected component of two or more modules. Imports of a package's
+`__init__` stand for the package itself; `from . import x` names module x."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "cltune"
+
+
+@dataclass
+class Graph:
+    modules: dict = field(default_factory=dict)  # name -> lines
+    edges: dict = field(default_factory=dict)  # (src, dst) -> "top" | "function"
+
+    def arrows(self, kind: str | None = None) -> set:
+        return {e for e, k in self.edges.items() if kind is None or k == kind}
+
+    def cycles(self, kind: str | None = None) -> list[list[str]]:
+        """Strongly connected components of >= 2 modules over the arrows of `kind` (None: all)."""
+        succ: dict = {m: [] for m in self.modules}
+        for a, b in self.arrows(kind):
+            succ[a].append(b)
+        index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+        def visit(v):  # Tarjan, iterative enough for a package of this size
+            index[v] = low[v] = n[0]
+            n[0] += 1
+            stack.append(v)
+            on.add(v)
+            for w in succ[v]:
+                if w not in index:
+                    visit(w)
+                    low[v] = min(low[v], low[w])
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+
+        sys.setrecursionlimit(10_000)
+        for v in sorted(self.modules):
+            if v not in index:
+                visit(v)
+        return sorted(out)
+
+    def folders(self) -> dict:
+        out: dict = {}
+        for m in self.modules:
+            out.setdefault(m.rsplit(".", 1)[0] if m.count(".") > 1 else PACKAGE, []).append(m)
+        return out
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT / PACKAGE).with_suffix("")
+    parts = [PACKAGE, *rel.parts]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _resolve(current: str, is_pkg: bool, level: int, target: str | None) -> str:
+    base = current.split(".") if is_pkg else current.split(".")[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def scan(root: Path = ROOT) -> Graph:
+    g = Graph()
+    files = sorted((root / PACKAGE).rglob("*.py"))
+    names = {module_name(p): p for p in files}
+    for name, path in names.items():
+        g.modules[name] = len(path.read_text().splitlines())
+    for name, path in names.items():
+        tree = ast.parse(path.read_text())
+        is_pkg = path.name == "__init__.py"
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            where = "top" if id(node) in top or _in_type_checking(tree, node) else "function"
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, is_pkg, node.level, node.module) if node.level else (node.module or "")
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    targets.append(sub if sub in names else base)
+            for t in targets:
+                while t and t not in names and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in names and t != name and t.startswith(PACKAGE):
+                    if t == PACKAGE and where == "top" and name != PACKAGE:
+                        pass  # `from . import __version__`: the package's own constants
+                    key = (name, t)
+                    if g.edges.get(key) != "top":
+                        g.edges[key] = where
+    return g
+
+
+def _in_type_checking(tree, node) -> bool:
+    for n in tree.body:
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+            if any(node is c for c in ast.walk(n)):
+                return True
+    return False
+
+
+def main() -> None:
+    g = scan()
+    folders = g.folders()
+    print(f"modules: {len(g.modules)} in {len(folders)} folders; lines {sum(g.modules.values())}")
+    for folder, mods in sorted(folders.items()):
+        print(f"  {folder}: {len(mods)} modules, {sum(g.modules[m] for m in mods)} lines")
+    print(f"arrows: {len(g.arrows())} ({len(g.arrows('top'))} top-level, {len(g.arrows('function'))} in functions)")
+    for kind in ("top", None):
+        cyc = g.cycles(kind)
+        print(f"cycles ({'top-level imports' if kind else 'all imports'}): {len(cyc)}")
+        for c in cyc:
+            print("  " + " <-> ".join(c))
+    big = sorted(((n, m) for m, n in g.modules.items() if n > 300), reverse=True)
+    print(f"modules over 300 lines: {len(big)}" + "".join(f"\n  {m}: {n}" for n, m in big))
+
+
+if __name__ == "__main__":
+    main()
