@@ -108,14 +108,14 @@ def test_a_results_file_of_a_newer_schema_is_refused_in_one_line_saying_how(tmp_
 def test_the_sweep_command_names_each_familys_fastest_ok_first_pass_row(capsys):
     from pathlib import Path
 
-    from cltune import cli
+    from cltune import cli_table
 
     rows = [{"setting": "a", "family": "f1", "status": "ok", "phase": "search", "run_ms_min": 2.0},
             {"setting": "b", "family": "f2", "status": "ok", "phase": "search", "run_ms_min": 1.0},
             {"setting": "c", "family": "f1", "status": "wrong_result", "phase": "search", "run_ms_min": 0.1},
             {"setting": "a", "family": "f1", "status": "ok", "phase": "rerank", "run_ms_min": 0.5}]
     result = tune.Result(Path("x.csv"), rows, ranking=[rows[3]], baseline_ms=2.0)
-    cli._print_outcome(result, type("Cfg", (), {"baseline": "a"}))
+    cli_table.print_outcome(result, type("Cfg", (), {"baseline": "a"}))
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "best: a 0.500 ms, 4.00x the baseline a"
     assert out[1] == "best of each family (first pass): f2 1.000 ms, f1 2.000 ms"
