@@ -20,12 +20,12 @@ import time
 
 import numpy as np
 
-from cltune.device_values import bind_setting, describe
-from cltune.hostgemm import host_cpu
-from cltune.measure import Runner
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.device_values import bind_setting, describe
+from cltune.measure.hostgemm import host_cpu
+from cltune.measure.runner import Runner
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads.direct import NAMED
 
 LAYERS = {

@@ -33,8 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cltune import config, farm, tune  # noqa: E402
-from cltune.farm_backend import FarmBackend  # noqa: E402
+from cltune.core import config
+from cltune.measure import farm
+from cltune.search import tune  # noqa: E402
+from cltune.measure.farm_backend import FarmBackend  # noqa: E402
 
 
 def idle_fraction(task_stream: list, start: float, stop: float, workers: int) -> tuple[float, float]:

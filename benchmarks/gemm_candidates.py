@@ -54,7 +54,7 @@ TUNED = {  # beyond the named settings: the winners of single-thread sweeps (PoC
 
 
 def parse_cand(text: str):
-    from cltune.space import Setting
+    from cltune.core.space import Setting
 
     family, _, body = text.partition(":")
     params = {}
@@ -89,7 +89,7 @@ def torch_call(x, w, b, stride, padding):
 
 def cl_call(runner, problem, setting):
     """A function that runs one round of the setting (measure() verifies it first), or None."""
-    from cltune.records import Timing
+    from cltune.core.records import Timing
 
     m = runner.measure(problem, setting, Timing(warmup=1, repeat=1))
     if m.status != "ok":
@@ -99,7 +99,7 @@ def cl_call(runner, problem, setting):
 
 
 def candidates(layer: str, args) -> list:
-    from cltune.space import Setting
+    from cltune.core.space import Setting
     from cltune.workloads import builtin_settings
 
     cands = [parse_cand(c) for c in args.cand or []]
@@ -114,7 +114,7 @@ def candidates(layer: str, args) -> list:
 
 def bench_layer(runner, layer: str, args) -> tuple[str, float, float]:
     """Print the layer's table; return (best setting, its ms, torch's ms) by the chosen clock."""
-    from cltune.problem import Problem
+    from cltune.core.problem import Problem
 
     xs, ws, stride, padding = LAYERS[layer]
     problem = Problem.from_shapes(xs, ws, stride=stride, padding=padding)
@@ -164,7 +164,7 @@ def main():
         import torch
 
         torch.set_num_threads(args.threads)
-    from cltune.measure import Runner
+    from cltune.measure.runner import Runner
 
     runner = Runner()
     summary = [(layer, *bench_layer(runner, layer, args)) for layer in args.layers or LAYERS]

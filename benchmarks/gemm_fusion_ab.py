@@ -24,9 +24,9 @@ from dataclasses import fields
 
 import numpy as np
 
-from cltune.measure import Runner
-from cltune.problem import Problem
-from cltune.space import Setting
+from cltune.measure.runner import Runner
+from cltune.core.problem import Problem
+from cltune.core.space import Setting
 from cltune.workloads import FAMILIES, builtin_settings, get_family, register
 
 LAYERS = {

@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOISE_LAUNCHES = 2000  # of a 0.2-0.3 ms kernel on a 2-core VM: about a second
 sys.path.insert(0, str(ROOT))
 
-from cltune import config, results, schema  # noqa: E402
+from cltune.core import config
+from cltune.results import rows as results, schema  # noqa: E402
 
 KNOBS = ("MACROS", "UNROLL", "MATH", "LWS_X", "LWS_Y")
 
@@ -55,8 +56,8 @@ def kt_child(out: Path, device: int, iterations: int, cfg_name: str = "kt_compar
     import numpy as np
     from kernel_tuner import tune_kernel
 
-    from cltune import device as dev
-    from cltune.problem import reference_conv2d
+    from cltune.measure import device as dev
+    from cltune.core.problem import reference_conv2d
     from cltune.workloads import get_family
     from cltune.workloads.conv2d import MACRO_STEPS, MATH_CODES, problem_macros
 
@@ -278,7 +279,7 @@ def main() -> None:
         import kernel_tuner  # noqa: F401
     except ImportError:
         raise SystemExit("Kernel Tuner is not installed here: pip install -e '.[peers]'") from None
-    from cltune import device as dev
+    from cltune.measure import device as dev
 
     _, info = dev.select(args.device)
     print(dev.machine_line(info))

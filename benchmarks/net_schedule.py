@@ -37,7 +37,7 @@ MAIN = ("gradient+transfer", "round-robin")
 
 
 def main(argv=None):
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -83,7 +83,8 @@ def _points(text: str) -> list[int]:
 
 
 def _backend(device, seed):
-    from cltune import config, tune
+    from cltune.core import config
+    from cltune.search import tune
 
     cfg = config.load("net_spaces")
     backend = tune.open_backend(cfg, tune.Options(device=device, seed=seed))
@@ -187,9 +188,9 @@ def live_mode(args):
     from cltune.net.schedule import Scheduler, network_ms
     from cltune.net.tables import load
     from cltune.net.tasks import make_tasks
-    from cltune.records import Status
-    from cltune.sweep import Budget
-    from cltune.device_values import bind_config
+    from cltune.core.records import Status
+    from cltune.search.sweep import Budget
+    from cltune.core.device_values import bind_config
 
     extras = _points(args.extra)
     net = load(args.network)

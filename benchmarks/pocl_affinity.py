@@ -30,9 +30,9 @@ PARAMS = {"LWS_X": 4, "LWS_Y": 4, "ORDER": "kp", "TM": 8, "TN": 16, "VEC_DIM": "
 def child(device: int | None, launches: int) -> None:
     import numpy as np
 
-    from cltune.measure import Runner
-    from cltune.problem import Problem
-    from cltune.space import Setting
+    from cltune.measure.runner import Runner
+    from cltune.core.problem import Problem
+    from cltune.core.space import Setting
 
     problem = Problem.from_shapes((1, 32, 112, 112), (64, 32, 1, 1))
     runner = Runner(device, rtol=1e-3, atol=1e-3)
@@ -72,7 +72,7 @@ def main() -> None:
     if args.child:
         child(args.device, args.launches)
         return
-    from cltune import device as dev
+    from cltune.measure import device as dev
 
     _, info = dev.select(args.device)
     print(dev.machine_line(info))

@@ -5,7 +5,7 @@ imports, cltune/entry.py) against the same sweep with the worker started after t
 
 One sweep fills the kernel caches (a temporary folder's); then `--pairs` times, alternating, the
 same sweep runs as `python -m cltune sweep ...` (early worker) and as a script that imports
-cltune.cli first and calls its main (late worker: the order before entry.py). Printed: each run's
+cltune.cli.commands first and calls its main (late worker: the order before entry.py). Printed: each run's
 process wall, the median of each way and their ratio. Nothing else should run on the machine.
 """
 
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LATE = "import sys; from cltune.cli import main; sys.argv[0] = 'cltune'; main(prog_name='cltune')"
+LATE = "import sys; from cltune.cli.commands import main; sys.argv[0] = 'cltune'; main(prog_name='cltune')"
 
 
 def sweep(way: str, args: list[str], env: dict) -> float:

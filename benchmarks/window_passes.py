@@ -36,9 +36,9 @@ def main() -> None:
     import numpy as np
     import pandas as pd
 
-    from cltune import config
-    from cltune import device as dev
-    from cltune.measure import Runner
+    from cltune.core import config
+    from cltune.measure import device as dev
+    from cltune.measure.runner import Runner
 
     cfg = config.load(args.config)
     runner = Runner(args.device)

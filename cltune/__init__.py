@@ -1,8 +1,8 @@
 """cltune: tune OpenCL conv2d kernels for small GPUs (Mali T860 class) and PoCL."""
 
-__version__ = "0.1.0"
-
 import os as _os
+
+from .core.version import __version__
 
 # PoCL's CPU device runs a kernel on one thread per core, woken for each launch. Left to the OS
 # scheduler, both threads of a 2-core VM were often woken onto the same core and stayed there for

@@ -1,5 +1,5 @@
 """`python -m cltune`: the same as the `cltune` command."""
 
-from .entry import main
+from .cli.entry import main
 
 main()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UserError
+from .core.errors import UserError
 
 _RUNNERS: dict = {}
 
@@ -22,8 +22,8 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     entry for this problem), "nearest" (the entry of the nearest tuned shape whose family accepts
     this problem, named in "tuned_problem"), or "default" (nothing tuned fits). `device`
     (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
-    from .best import best_setting as lookup
-    from .best import device_entries
+    from .results.best import best_setting as lookup
+    from .results.best import device_entries
     from .net.nearest import nearest, problem_from_key
 
     entry = lookup(device_name, problem, path, target)
@@ -44,7 +44,7 @@ def _default(problem, device) -> tuple[str, str, dict]:
     """The device type's default when it accepts the problem, else the built-in made for the layer's
     kind on this device (e.g. depthwise_cpu for a depthwise layer on a CPU)."""
     from .net.tasks import accepts, default_setting
-    from .space import Setting
+    from .core.space import Setting
     from .workloads import builtin_settings
 
     named = builtin_settings()
@@ -80,14 +80,14 @@ def _resolve_setting(setting, runner, problem):
     if not isinstance(setting, str) or setting not in named:
         raise UserError(f"unknown setting {setting!r}; built-in settings: {', '.join(named)}, "
                         "'best', or a dict of knob values with a 'family' key")
-    from .device_values import bind_params, values
+    from .core.device_values import bind_params, values
 
     family, params = named[setting]
     return setting, family, bind_params(params, values(runner.info))
 
 
 def _runner(device):
-    from .backend import in_process
+    from .measure.backend import in_process
 
     key = device if device is not None else ""
     if key not in _RUNNERS:
@@ -103,8 +103,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     accepts, else a default for the device type: `best_setting` says which).
     `activation` ("relu", "relu6") and `pool` (2: a 2x2, stride-2 max-pool) extend the layer with
     the epilogue that the setting's FUSE knob fuses into the conv kernel or runs separately."""
-    from . import args as checks
-    from .space import Setting
+    from .core import args as checks
+    from .core.space import Setting
 
     a = checks.check(input, weight, bias, stride, padding, dilation, groups, activation, pool)
     if a.problem is None:  # an empty batch: torch returns an empty output too

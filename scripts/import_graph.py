@@ -59,10 +59,12 @@ class Graph:
                 visit(v)
         return sorted(out)
 
+    packages: set = field(default_factory=set)  # modules that are a folder's __init__
+
     def folders(self) -> dict:
         out: dict = {}
         for m in self.modules:
-            out.setdefault(m.rsplit(".", 1)[0] if m.count(".") > 1 else PACKAGE, []).append(m)
+            out.setdefault(m if m in self.packages else m.rsplit(".", 1)[0], []).append(m)
         return out
 
 
@@ -87,6 +89,8 @@ def scan(root: Path = ROOT) -> Graph:
     names = {module_name(p): p for p in files}
     for name, path in names.items():
         g.modules[name] = len(path.read_text().splitlines())
+        if path.name == "__init__.py":
+            g.packages.add(name)
     for name, path in names.items():
         tree = ast.parse(path.read_text())
         is_pkg = path.name == "__init__.py"

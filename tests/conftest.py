@@ -13,8 +13,8 @@ import pytest
 
 
 def _devices():
-    from cltune import device as dev
-    from cltune.errors import UserError
+    from cltune.measure import device as dev
+    from cltune.core.errors import UserError
 
     try:
         if os.environ.get("CLTUNE_DEVICE"):
@@ -42,7 +42,7 @@ DEVICES = _devices()
 def device(request):
     """One working device's DeviceInfo (its flat index names it to the API and the Runner)."""
     if request.param is None:
-        from cltune import device as dev
+        from cltune.measure import device as dev
 
         dev.select()  # raises the one line that says why no device works
     return request.param
@@ -50,7 +50,7 @@ def device(request):
 
 @pytest.fixture(scope="session")
 def runner(device):
-    from cltune.measure import Runner
+    from cltune.measure.runner import Runner
 
     return Runner(device.index, rtol=1e-4, atol=1e-4)
 
@@ -60,7 +60,7 @@ def float16_broken(info) -> bool:
     a plain vload16/mad/vstore16 kernel aborts with "LLVM ERROR: Do not know how to scalarize this
     operator's operand!", GEMM tiles at VW=16 compute wrong values and Winograd's kernel is missing.
     cltune binds float8 there (device.vector_width), and a sweep records such settings as rows."""
-    from cltune.device_values import register_bits
+    from cltune.core.device_values import register_bits
 
     return info.driver.startswith("3.0") and "pocl" in info.version.lower() and register_bits(info) < 512
 

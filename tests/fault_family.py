@@ -9,7 +9,7 @@ Imported by the worker process through `modules=("tests.fault_family",)`.
 import os
 import signal
 
-from cltune.build import Builder
+from cltune.measure.build import Builder
 from cltune.workloads import FAMILIES, Launch, Param, get_family, register
 from cltune.workloads.conv2d import Conv2dFamily
 

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cltune import results
-from cltune.cli import main
+from cltune.results import rows as results
+from cltune.cli.commands import main
 
 OTHER_DEVICE = "Mali-T860"
 

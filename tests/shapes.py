@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from cltune.problem import Problem
+from cltune.core.problem import Problem
 
 # Small shapes that cover each special case, then a seeded random set over the ranges.
 SHAPES = [

@@ -8,10 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from cltune import config, results, tune
-from cltune.measure import DEVICE_WARMUP_MS, Runner
-from cltune.records import Round, Timing
-from cltune.sweep import Budget, Outcome, Sweep
+from cltune.core import config
+from cltune.results import rows as results
+from cltune.search import tune
+from cltune.measure.runner import DEVICE_WARMUP_MS, Runner
+from cltune.core.records import Round, Timing
+from cltune.search.sweep import Budget, Outcome, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
 
@@ -214,8 +216,8 @@ def test_the_reference_runs_on_one_blas_thread_beside_a_cpu_device(monkeypatch):
     """OpenBLAS's threads busy-wait after a call, on the cores a CPU device's kernels are timed on."""
     from threadpoolctl import threadpool_info
 
-    from cltune import measure
-    from cltune.problem import Problem
+    from cltune.measure import runner as measure
+    from cltune.core.problem import Problem
 
     seen = []
 
@@ -233,10 +235,10 @@ def test_the_reference_runs_on_one_blas_thread_beside_a_cpu_device(monkeypatch):
 
 @pytest.mark.parametrize("isolated", [False, True])
 def test_a_second_window_on_the_device_goes_on_from_the_first(isolated):
-    from cltune.problem import Problem
-    from cltune.records import Status
-    from cltune.space import Setting
-    from cltune.worker import WorkerRunner
+    from cltune.core.problem import Problem
+    from cltune.core.records import Status
+    from cltune.core.space import Setting
+    from cltune.measure.worker import WorkerRunner
 
     runner = WorkerRunner(timeout_s=120) if isolated else Runner(None)
     try:
@@ -296,7 +298,7 @@ def test_a_point_whose_next_window_cannot_be_made_is_recorded_with_what_it_has()
 
 
 def test_windows_in_the_config():
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     assert adaptive_config().timing.windows == config.WINDOWS
     assert adaptive_config(windows=6).timing.windows == 6

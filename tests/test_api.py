@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import cltune
-from cltune.errors import UserError
-from cltune.problem import Problem, reference_conv2d
+from cltune.core.errors import UserError
+from cltune.core.problem import Problem, reference_conv2d
 from cltune.workloads import builtin_settings, get_family
 
 torch = pytest.importorskip("torch")
@@ -23,7 +23,7 @@ CASES = [
 def accepts(setting: str, case: dict) -> bool:
     """Whether the setting's family can run the case (its check() finds no reason to refuse)."""
     from cltune.api import _runner
-    from cltune.device_values import bind_params, values
+    from cltune.core.device_values import bind_params, values
 
     family, params = builtin_settings()[setting]
     params = bind_params(params, values(_runner(None).info))  # as the API binds a built-in

@@ -5,10 +5,10 @@ setting that fails to build fails alone."""
 import pyopencl as cl
 import pytest
 
-from cltune.build import Builder, batch_source, batchable, top_level_names
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.measure.build import Builder, batch_source, batchable, top_level_names
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import builtin_settings
 
 QUICK = Timing(warmup=0, repeat=1)
@@ -43,7 +43,7 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm(__global flo
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_familys_named_settings_build_as_one_batch_and_each_verifies(device, family):
-    from cltune.measure import Runner
+    from cltune.measure.runner import Runner
 
     runner = Runner(device.index, rtol=1e-4, atol=1e-4)
     problem = FAMILIES[family]

@@ -1,8 +1,8 @@
 """A setting that fails to build is a measurement with status build_error; the next one builds."""
 
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import FAMILIES, register
 from cltune.workloads.conv2d import Conv2dFamily
 

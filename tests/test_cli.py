@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cltune import results
-from cltune.cli import main
+from cltune.results import rows as results
+from cltune.cli.commands import main
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_sweep_prints_the_table_and_writes_csv_and_device_json(quick_csv):
 def test_sweep_says_how_steady_its_timed_launches_were(quick_csv):
     import re
 
-    from cltune import schema
+    from cltune.results import schema
 
     out, output = quick_csv
     search = results.load(out).query("phase == 'search'").to_dict("records")
@@ -55,7 +55,7 @@ def test_sweep_says_how_steady_its_timed_launches_were(quick_csv):
     ([[1.0], [2.0]], ""),  # one launch a setting: nothing to compare
 ])
 def test_the_timing_line_counts_slow_launches_and_warns_over_a_tenth(samples, expected):
-    from cltune.cli_table import timing_line as _timing_line
+    from cltune.cli.table import timing_line as _timing_line
 
     rows = [{"run_ms_samples": " ".join(str(v) for v in s)} for s in samples]
     assert _timing_line(rows) == expected
@@ -126,7 +126,7 @@ def test_missing_config_and_bad_device_are_one_line():
 
 
 def test_a_setting_can_name_a_builtin(tmp_path):
-    from cltune import config
+    from cltune.core import config
     from cltune.workloads import builtin_settings
 
     path = tmp_path / "b.toml"

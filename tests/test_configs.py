@@ -2,8 +2,8 @@
 
 import pytest
 
-from cltune import config, device_values
-from cltune.paths import data_dir
+from cltune.core import config, device_values
+from cltune.core.paths import data_dir
 from tests.fakes import MALI_T860, POCL_AVX2, POCL_AVX512
 
 CONFIGS = sorted(p.stem for p in data_dir("configs").glob("*.toml"))
@@ -24,7 +24,7 @@ def test_bundled_config_loads_and_its_spaces_are_not_empty(name, info):
 
 def test_an_unknown_key_holding_a_newline_is_reported_on_one_line():
     # Found by test_properties: a quoted TOML key "\n" split the error message over two lines.
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     with pytest.raises(UserError) as err:
         config.parse({"problem": {"\n": None}}, "prop.toml")

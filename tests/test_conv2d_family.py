@@ -2,9 +2,9 @@
 
 import pytest
 
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import builtin_settings
 from cltune.workloads.conv2d import LADDER, interior
 
@@ -70,7 +70,7 @@ def test_unroll_without_baked_filter_is_invalid_not_built(runner):
 
 def test_study_config_ladder_is_the_builtin_ladder():
     # The config documents the study; the API's built-ins must not drift from it.
-    from cltune import config
+    from cltune.core import config
 
     cfg = config.load("mali_t860_conv3x3")
     builtin = builtin_settings()

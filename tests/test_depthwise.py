@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cltune.problem import Problem, reference_conv2d
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem, reference_conv2d
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import FAMILIES, Family, Param, get_family, register
 from cltune.workloads.depthwise import NAMED
 from cltune.workloads.diagonalwise import refactored_weight, refactored_weight_bytes, wrap_standard_families

@@ -6,10 +6,10 @@ import pytest
 from tests.conftest import skip_wide_vectors
 from click.testing import CliRunner
 
-from cltune import config, device_values
-from cltune.cli import main
-from cltune.errors import UserError
-from cltune.space import Setting
+from cltune.core import config, device_values
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
+from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
 from tests.fakes import FAKE_INFO, MALI_T860, POCL_AVX2, POCL_AVX512
 
@@ -119,11 +119,11 @@ def test_a_bound_value_the_knob_refuses_is_one_line(tmp_path):
 
 
 def test_settings_command_lists_different_spaces_on_two_devices(monkeypatch):
-    import cltune.device
+    import cltune.measure.device as device
 
     out = {}
     for info in (POCL_AVX512, POCL_AVX2):
-        monkeypatch.setattr(cltune.device, "select", lambda spec, info=info: (None, info))
+        monkeypatch.setattr(device, "select", lambda spec, info=info: (None, info))
         res = CliRunner().invoke(main, ["settings", "bench_suite"])
         assert res.exit_code == 0, res.output
         out[info.name] = res.output
@@ -136,11 +136,11 @@ def test_settings_command_lists_different_spaces_on_two_devices(monkeypatch):
 
 
 def test_settings_command_without_a_device_shows_the_references(monkeypatch):
-    import cltune.device
+    import cltune.measure.device as device
 
     def no_device(spec):
         raise UserError("no OpenCL platform found")
-    monkeypatch.setattr(cltune.device, "select", no_device)
+    monkeypatch.setattr(device, "select", no_device)
     res = CliRunner().invoke(main, ["settings", "bench_suite"])
     assert res.exit_code == 0, res.output
     assert "device.* values left unresolved: no OpenCL platform found" in res.output
@@ -151,8 +151,8 @@ def test_settings_command_without_a_device_shows_the_references(monkeypatch):
 def test_builtin_cpu_settings_at_either_width_match_the_reference(runner, info):
     """Whatever device runs the tests, the built-ins as an AVX-512 and an AVX2 device bind them
     (float16 and float8 register tiles) compute the float64 reference's answer."""
-    from cltune.problem import Problem
-    from cltune.records import Status, Timing
+    from cltune.core.problem import Problem
+    from cltune.core.records import Status, Timing
 
     if device_values.register_bits(info) == 512:
         skip_wide_vectors(runner, {"VW": 16})  # float16 tiles on a runtime that cannot compile them

@@ -8,12 +8,13 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from cltune import best, device as dev, results
-from cltune.cli import main
-from cltune.errors import UserError
-from cltune.problem import Problem
-from cltune.records import Measurement, Round, Status
-from cltune.space import Setting
+from cltune.results import best, rows as results
+from cltune.measure import device as dev
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
+from cltune.core.problem import Problem
+from cltune.core.records import Measurement, Round, Status
+from cltune.core.space import Setting
 from tests.fakes import FAKE_INFO
 
 CAUSE = "error: unknown target CPU 'generic'"

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, pack_weights, source_dims
 
@@ -107,7 +107,7 @@ def test_check_rejects_invalid_combinations(params, words):
 
 
 def test_unroll_count_outside_its_list_is_refused_by_name():
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     with pytest.raises(UserError, match="UNROLL_C must be one of"):
         get_family("direct").resolve({"UNROLL_C": 3})
@@ -123,7 +123,7 @@ def test_check_rejects_groups_and_the_runner_records_invalid(runner):
 
 def test_named_settings_pass_check_on_every_test_shape():
     # tests/test_api.py runs every named setting: none may be refused on a small shape.
-    from cltune.device_values import bind_params, values
+    from cltune.core.device_values import bind_params, values
 
     family = get_family("direct")
     for shape in ALL_SHAPES:
@@ -136,7 +136,7 @@ def test_named_settings_pass_check_on_every_test_shape():
 
 def test_study_config_settings_are_the_builtins():
     # The config documents the named settings; the API's built-ins must not drift from it.
-    from cltune import config
+    from cltune.core import config
     from cltune.workloads import builtin_settings
 
     cfg = config.load("direct_study")
@@ -147,8 +147,8 @@ def test_study_config_settings_are_the_builtins():
 
 
 def _study_config(info):
-    from cltune import config
-    from cltune.device_values import bind_config
+    from cltune.core import config
+    from cltune.core.device_values import bind_config
 
     return bind_config(config.load("direct_study"), info)
 
@@ -161,7 +161,7 @@ def test_study_space_constraints_reject_every_combination_check_rejects(shape, p
     # `invalid` rows; with a fused 2x2 max-pool that includes odd and linear blocks.
     from dataclasses import replace
 
-    from cltune.space import problem_env
+    from cltune.core.space import problem_env
 
     cfg = _study_config(info)
     problem = cfg.problem if shape is None else Problem.from_shapes(**shape)
@@ -176,7 +176,7 @@ def test_study_space_constraints_reject_every_combination_check_rejects(shape, p
 @pytest.mark.parametrize("info", [POCL_AVX512, POCL_AVX2], ids=["avx512", "avx2"])
 def test_study_space_has_no_dead_constraint(info):
     # A constraint that rejects nothing (on the study layer or a small shape) is a wrong comment.
-    from cltune.space import problem_env
+    from cltune.core.space import problem_env
 
     cfg = _study_config(info)
     space = cfg.spaces[0]

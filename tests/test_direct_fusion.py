@@ -3,9 +3,9 @@ in registers for even tiles; every FUSE level computes the same layer as the ref
 
 import pytest
 
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, n_blocks, source_dims
 
@@ -107,9 +107,9 @@ def test_pooled_grid_covers_the_floored_output_and_the_padded_source_its_tiles()
 def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer(info):
     # The suite measures fusion: a point that cannot fuse the pool would be skipped by the tuner
     # and the race would compare nothing, so every point must run fully fused on every layer.
-    from cltune import config
-    from cltune.device_values import bind_config
-    from cltune.space import problem_env
+    from cltune.core import config
+    from cltune.core.device_values import bind_config
+    from cltune.core.space import problem_env
     from cltune.workloads import epilogue
 
     cfg = bind_config(config.load("bench_fusion"), info)

@@ -6,11 +6,12 @@ import sys
 
 import pytest
 
-from cltune import entry, worker
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
-from cltune.worker import WorkerRunner
+from cltune.cli import entry
+from cltune.measure import worker
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
+from cltune.measure.worker import WorkerRunner
 
 MODULES = ("tests.fault_family",)
 SMALL = Problem.from_shapes((1, 3, 8, 8), (4, 3, 3, 3), padding=1)
@@ -44,7 +45,7 @@ def test_a_farm_named_in_the_environment_starts_no_local_worker(monkeypatch):
 
 
 def test_importing_cltune_leaves_numpy_and_opencl_for_later():
-    code = ("import sys, cltune, cltune.entry, cltune.worker; "
+    code = ("import sys, cltune, cltune.cli.entry, cltune.measure.worker; "
             "print(sorted(m for m in ('numpy', 'pyopencl') if m in sys.modules)); "
             "print(callable(cltune.conv2d), 'numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

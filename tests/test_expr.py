@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cltune.expr import ExprError, parse
+from cltune.core.expr import ExprError, parse
 
 
 @pytest.mark.parametrize("text, env, expected", [

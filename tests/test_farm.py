@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from cltune import results, tune
-from cltune.records import Status
+from cltune.results import rows as results
+from cltune.search import tune
+from cltune.core.records import Status
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
-from cltune.backend import Capabilities
+from cltune.measure.backend import Capabilities
 
 MODULES = ("tests.fault_family",)
 
@@ -127,8 +128,8 @@ def test_a_worker_gets_its_next_setting_before_the_client_fetches_and_records_th
     # submitting the next setting left each worker idle that long after every setting.
     from types import SimpleNamespace
 
-    from cltune.farm import Kind
-    from cltune.farm_backend import FarmBackend
+    from cltune.measure.farm import Kind
+    from cltune.measure.farm_backend import FarmBackend
 
     from .fakes import FAKE_INFO
 
@@ -152,8 +153,8 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
     # setting, the second worker's after the first's while the baseline is measured alone.
     from types import SimpleNamespace
 
-    from cltune.farm_worker import PLUGIN, DevicePlugin, identity
-    from cltune.worker import WorkerDied
+    from cltune.measure.farm_worker import PLUGIN, DevicePlugin, identity
+    from cltune.measure.worker import WorkerDied
 
     from .fakes import FAKE_INFO
 
@@ -184,7 +185,7 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
 @pytest.fixture(scope="module")
 def cluster():
     """Two workers, PoCL limited to one thread in each (as the issue asks)."""
-    from cltune import farm
+    from cltune.measure import farm
 
     with farm.environ({"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}):
         c = farm._local_cluster(2, None)
@@ -196,7 +197,7 @@ def cluster():
 
 def two_workers(client):
     client.wait_for_workers(2, timeout=60)
-    from cltune.farm_worker import identity
+    from cltune.measure.farm_worker import identity
 
     deadline = time.monotonic() + 60
     while sum(v is not None for v in client.run(identity).values()) < 2 and time.monotonic() < deadline:
@@ -204,7 +205,7 @@ def two_workers(client):
 
 
 def farm_sweep(cfg, cluster, **opts):
-    from cltune import farm
+    from cltune.measure import farm
 
     two_workers(cluster[1])
     return farm.sweep(cfg, tune.Options(**opts), cluster[0].scheduler_address, grace_s=60)
@@ -215,7 +216,7 @@ def search_rows(df):
 
 
 def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, cluster):
-    from cltune import config
+    from cltune.core import config
 
     cfg = config.load("tune_small")
     local = tune.run(cfg, tune.Options(out=tmp_path / "local.csv", rerank=0))
@@ -234,7 +235,7 @@ def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, clus
 
 
 def fault_config(faults, min_time_ms=0):
-    from cltune import config
+    from cltune.core import config
     import tests.fault_family  # noqa: F401  (registers the family for the config loader)
 
     settings = [{"name": "normal"}]
@@ -322,7 +323,7 @@ def test_a_setting_that_kills_every_worker_is_a_crashed_row_naming_the_worker(tm
 def slow_config(tmp_path) -> str:
     """tune_small with every setting timed for at least 300 ms: the sweep is still running when a
     test pulls the plug."""
-    from cltune import config
+    from cltune.core import config
 
     path = tmp_path / "slow.toml"
     path.write_text(config.resolve_path("tune_small").read_text().replace("[run]", "[run]\nmin_time_ms = 300\nadaptive = false"))
@@ -358,7 +359,7 @@ def test_farm_needs_a_reachable_scheduler_one_line(how):
     # Also: $CLTUNE_FARM is honoured like --farm (a sweep that silently ran locally would pass here).
     from click.testing import CliRunner
 
-    from cltune.cli import main
+    from cltune.cli.commands import main
 
     args, env = ["sweep", "quick"], {"CLTUNE_FARM_CONNECT_S": "2"}
     if how == "option":
@@ -378,7 +379,7 @@ def test_options_a_farm_cannot_honour_are_refused_in_one_line(args, message):
     # Bug guarded: --device or --no-isolation silently ignored on a farm whose workers chose their own.
     from click.testing import CliRunner
 
-    from cltune.cli import main
+    from cltune.cli.commands import main
 
     r = CliRunner().invoke(main, ["sweep", "quick", "--farm", "tcp://127.0.0.1:9", *args])
     assert r.exit_code == 2 and r.output.splitlines()[-1].startswith(f"Error: {message}"), r.output

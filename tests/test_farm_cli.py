@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cltune import results
+from cltune.results import rows as results
 
 from .test_farm import slow_config
 

@@ -11,11 +11,13 @@ import time
 
 import pytest
 
-from cltune import config, results, tune
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
-from cltune.worker import WorkerRunner
+from cltune.core import config
+from cltune.results import rows as results
+from cltune.search import tune
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
+from cltune.measure.worker import WorkerRunner
 
 MODULES = ("tests.fault_family",)
 
@@ -132,7 +134,7 @@ def test_sigkill_of_the_sweep_loses_only_the_settings_in_flight_and_resume_compl
 
 
 def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     path = tmp_path / "locked.csv"
     with results.ResultsFile(path):
@@ -144,7 +146,7 @@ def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
 def test_a_script_without_a_main_guard_is_not_run_again_by_the_worker(tmp_path):
     # multiprocessing's spawn would re-execute an unguarded script in the worker; cltune's must not.
     script = tmp_path / "unguarded.py"
-    script.write_text("print('body ran')\nfrom cltune.worker import WorkerRunner\n"
+    script.write_text("print('body ran')\nfrom cltune.measure.worker import WorkerRunner\n"
                       "w = WorkerRunner()\nprint('device', w.info.name)\nw.close()\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": os.getcwd()})

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import cltune
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import epilogue, get_family
 
 QUICK = Timing(warmup=0, repeat=1)

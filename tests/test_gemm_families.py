@@ -7,10 +7,10 @@ import pytest
 
 from tests.conftest import skip_wide_vectors
 
-from cltune.device_values import bind_params, values
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.device_values import bind_params, values
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
 from cltune.workloads.gemm_layout import pack_weights
 
@@ -175,8 +175,8 @@ def test_invalid_setting_is_reported_not_built(runner):
 def test_config_spaces_name_real_knobs_and_values(runner, config):
     # A typo in a space (a knob or value the family lacks) would only surface mid-sweep: loading
     # checks the knobs and constraint names, binding to this device checks its device.* values.
-    from cltune import config as cfgmod
-    from cltune.device_values import bind_config, bind_setting
+    from cltune.core import config as cfgmod
+    from cltune.core.device_values import bind_config, bind_setting
 
     cfg = bind_config(cfgmod.load(config), runner.info)
     assert {s.family for s in cfg.spaces} == set(FAMILIES)

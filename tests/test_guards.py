@@ -3,11 +3,11 @@
 import pytest
 from click.testing import CliRunner
 
-from cltune.cli import main
-from cltune.errors import UserError
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 
 
 def test_local_size_over_the_device_limit_is_invalid_with_the_limit_named(runner):

@@ -20,7 +20,7 @@ def test_configs_load_and_families_register_with_pyopencl_hidden():
     # a GEMM family (or listing the built-in settings) needed an OpenCL driver.
     code = (
         "import sys; sys.modules['pyopencl'] = None\n"
-        "import cltune.config as c, cltune.workloads as w\n"
+        "import cltune.core.config as c, cltune.workloads as w\n"
         f"for name in {CONFIGS!r}: c.load(name)\n"
         "assert 'implicit_gemm_cpu' in w.builtin_settings()\n"
         "for name in sorted(w.FAMILIES): w.get_family(name).source_hash()\n"
@@ -42,10 +42,10 @@ def test_builtin_settings_list_in_the_registration_order_whatever_was_imported_f
 def test_command_modules_import_the_shared_base_not_each_other():
     # The bug: cli.py and cli_report.py imported each other (the package's only import cycle).
     code = ("import sys\n"
-            "import cltune.cli_report, cltune.cli_farm, cltune.net.cli\n"
-            "assert 'cltune.cli' not in sys.modules, 'a command module imports cli.py'\n"
-            "import cltune.cli\n"
-            "names = set(cltune.cli.main.commands)\n"
+            "import cltune.cli.report, cltune.cli.farm, cltune.cli.net\n"
+            "assert 'cltune.cli.commands' not in sys.modules, 'a command module imports cli.py'\n"
+            "import cltune.cli.commands\n"
+            "names = set(cltune.cli.commands.main.commands)\n"
             "assert {'sweep', 'report', 'plot', 'worker', 'net'} <= names, names\n"
             "print('ok')\n")
     out = python(code)

@@ -7,7 +7,7 @@ import pandas as pd
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from cltune.cli import main
+from cltune.cli.commands import main
 
 
 def tiny_model(path):
@@ -40,7 +40,7 @@ def test_net_on_an_onnx_model_prints_the_table_and_three_totals(tmp_path, monkey
     summary = pd.read_csv(out / "network.csv")
     assert list(summary["kind"]) == ["dense", "depthwise"] and (summary["ms"] > 0).all()
     assert set(pd.read_csv(out / "totals.csv")["contender"]) == {"tuned", "default", "torch"}
-    from cltune import store
+    from cltune.results import store
 
     assert {e["problem"] for e in store.all_best()} == set(summary["problem"])
 

@@ -4,7 +4,7 @@ default; best_setting says which rule chose."""
 
 import cltune
 from cltune.net.nearest import problem_from_key
-from cltune.problem import Problem
+from cltune.core.problem import Problem
 from tests.fakes import FAKE_INFO
 
 DIRECT = {"BLOCK_K": 8, "BLOCK_W": 4, "VEC": 4, "PIXELS": "tile", "BLOCK_H": 2}
@@ -12,7 +12,7 @@ WINOGRAD = {"TILE": 2}
 
 
 def db(tmp_path, entries):
-    from cltune import store
+    from cltune.results import store
 
     return store.put_best([{"device": "Fake GPU", "platform": "Fake Platform", "driver": "1.0", "target": "",
                             "measured": "2026-01-01", **e} for e in entries], tmp_path / "best.sqlite")
@@ -60,7 +60,7 @@ def test_conv2d_best_runs_the_nearest_tuned_setting_on_an_untuned_shape(tmp_path
     """The API end to end on the device: the nearest shape's setting computes the right answer."""
     import numpy as np
 
-    from cltune.problem import reference_conv2d
+    from cltune.core.problem import reference_conv2d
 
     monkeypatch.setenv("CLTUNE_HOME", str(tmp_path))
     info = runner.info
@@ -68,7 +68,7 @@ def test_conv2d_best_runs_the_nearest_tuned_setting_on_an_untuned_shape(tmp_path
     entry = {"device": info.name, "platform": info.platform, "driver": info.driver, "target": info.target,
              "problem": tuned.key, "setting": "tuned_direct", "family": "direct", "params": DIRECT,
              "measured": "2026-01-01"}
-    from cltune import store
+    from cltune.results import store
 
     store.put_best([entry])
     asked = conv(8, 10, k=16)

@@ -6,7 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cltune.errors import UserError
+from cltune.core.errors import UserError
 from cltune.net.tables import load
 from cltune.net.tasks import make_tasks
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cltune import config
-from cltune.errors import UserError
+from cltune.core import config
+from cltune.core.errors import UserError
 from cltune.net.record import record
 from cltune.net.replay import best_possible, builtin_only, load_table, one_knob, replay
 from cltune.net.schedule import ident

@@ -9,10 +9,10 @@ from cltune.net import run as netrun
 from cltune.net.schedule import Scheduler, TaskState, distance, transfer_candidates
 from cltune.net.tables import Layer, Network
 from cltune.net.tasks import make_tasks
-from cltune.problem import Problem
-from cltune.records import Measurement, Round, Status
-from cltune.space import Setting
-from cltune.sweep import Budget
+from cltune.core.problem import Problem
+from cltune.core.records import Measurement, Round, Status
+from cltune.core.space import Setting
+from cltune.search.sweep import Budget
 from tests.fakes import POCL_AVX2, FakeBackend
 
 
@@ -126,7 +126,7 @@ def test_network_run_fills_the_run_folder_summary_and_best_database(tmp_path):
     for _, row in s.iterrows():  # the summary's ms is the best ok row of the task's own file
         mine = [m for m in backend.measured if m[0] == row["problem"]]
         assert row["ms"] == pytest.approx(min(conv_cost(k, p) for k, p in mine))
-    from cltune import store
+    from cltune.results import store
 
     assert len(store.all_best(tmp_path / "best.sqlite")) == 4
 
@@ -155,7 +155,7 @@ def test_resume_of_an_interrupted_network_run_measures_only_what_is_missing(tmp_
 
 
 def test_resume_with_another_network_and_a_missing_budget_are_one_line(tmp_path):
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     with pytest.raises(UserError, match="needs a budget"):
         netrun.run(small_net(), netrun.NetOptions(out=tmp_path / "r"), backend=NetFake())
@@ -172,7 +172,7 @@ def test_report_of_a_network_run_shows_its_tasks(tmp_path):
     """Guards against `cltune report network.csv` reading the summary as a results file (an error)."""
     from click.testing import CliRunner
 
-    from cltune.cli import main
+    from cltune.cli.commands import main
 
     opts = netrun.NetOptions(out=tmp_path / "run", budget=12, rounds=0, best_db=tmp_path / "b.sqlite")
     res = netrun.run(small_net(), opts, echo=lambda line: None, backend=NetFake())
@@ -205,8 +205,8 @@ def test_time_limit_stops_the_search_but_never_the_builtins():
 def test_the_search_steps_one_knob_away_from_the_best_setting_first():
     """Guards against a search that only draws random points: the built-ins are good, and random
     points of a wide space rarely beat them; the next trial should change one knob of the best."""
-    from cltune import config
-    from cltune.device_values import bind_config
+    from cltune.core import config
+    from cltune.core.device_values import bind_config
     from cltune.net.run import task_state
     from cltune.net.schedule import neighbours
     from cltune.workloads import builtin_settings
@@ -227,7 +227,7 @@ def test_the_search_steps_one_knob_away_from_the_best_setting_first():
 def test_a_setting_that_spells_out_a_default_is_not_measured_again():
     """Guards against measuring one kernel twice: implicit_gemm_cpu leaves VEC_DIM at its default "k",
     a space point one knob away spells it out."""
-    from cltune.device_values import bind_params, values
+    from cltune.core.device_values import bind_params, values
     from cltune.net.schedule import ident
     from cltune.workloads import builtin_settings
 
@@ -271,7 +271,7 @@ def test_network_tasks_are_timed_by_the_sweeps_rules(tmp_path):
 ])
 def test_network_options_are_checked_as_a_sweeps_before_a_device_opens(opts, message):
     """Guards against `net --seed -1` giving all-error rows (net skipped sweep's option checks)."""
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     with pytest.raises(UserError, match=message):
         netrun.run(small_net(), netrun.NetOptions(**opts), echo=lambda line: None, backend=None)

@@ -3,7 +3,7 @@ torchvision is part of the test extra: these tests fail, never skip, without it.
 
 import pytest
 
-from cltune.errors import UserError
+from cltune.core.errors import UserError
 from cltune.net.tables import bundled, load, load_table
 from cltune.net.tasks import make_tasks
 

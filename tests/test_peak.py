@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cltune import peakstore, store
-from cltune.cli import main
-from cltune.errors import UserError
+from cltune.results import peakstore, store
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
 
 
 def entry(name="dev", platform="plat", driver="1.10", gflops=10.0):
@@ -74,7 +74,7 @@ def test_bad_store_and_bad_peaks_file_are_one_line(tmp_path, monkeypatch):
 
 
 def test_a_width_the_driver_cannot_build_is_reported_and_the_others_still_count(monkeypatch):
-    from cltune import peak
+    from cltune.measure import peak
 
     source = peak.read_kernel("peak.cl") + "\n#if WIDTH == 2\n#error no float2 here\n#endif\n"
     monkeypatch.setattr(peak, "read_kernel", lambda name: source)
@@ -89,8 +89,8 @@ def test_a_width_the_driver_cannot_build_is_reported_and_the_others_still_count(
 def test_rounds_that_disagree_are_said_to():
     """The bug: a peak taken while another job ran read 134 instead of 262 GFLOP/s, and nothing in
     its output said so."""
-    from cltune.cli_report import _peak_summary
-    from cltune.peak import _agreed
+    from cltune.cli.report import _peak_summary
+    from cltune.measure.peak import _agreed
 
     assert _agreed([100.0, 96.0, 104.0], 3, 0.10) and not _agreed([100.0, 60.0, 100.0], 3, 0.10)
     assert not _agreed([100.0, 100.0], 3, 0.10)  # too few rounds to tell

@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 from matplotlib.colors import to_hex
 
-from cltune import palette, plots, roofline, runs, schema
-from cltune.cli import main
-from cltune.errors import UserError
+from cltune.report import palette, plots
+from cltune.results import roofline, runs, schema
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
 
 from .results_data import two_runs  # noqa: F401  (session fixture)
 
@@ -170,7 +171,7 @@ def test_roofline_figures_of_a_row():
 
 
 def test_roofline_of_several_files_of_one_device_draws_every_point(two_runs, tmp_path):  # noqa: F811
-    from cltune.report import figure
+    from cltune.report.html import figure
 
     fig = figure("roofline", runs.load_runs([two_runs[0], two_runs[0]]))
     pts = sum(len(c.get_offsets()) for c in gid_of(fig.axes[0].collections, "points:"))

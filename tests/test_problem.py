@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cltune.problem import Problem, pair, reference_conv2d
+from cltune.core.problem import Problem, pair, reference_conv2d
 
 
 def loop_conv2d(p: Problem, x, w, b):

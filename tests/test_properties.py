@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
 
 import cltune
-from cltune import config
-from cltune.errors import UserError
+from cltune.core import config
+from cltune.core.errors import UserError
 
 torch = pytest.importorskip("torch")
 

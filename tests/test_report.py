@@ -8,8 +8,9 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from cltune import compare, report, runs
-from cltune.cli import main
+from cltune.report import compare, html as report
+from cltune.results import runs
+from cltune.cli.commands import main
 
 from .results_data import OTHER_DEVICE, two_runs  # noqa: F401  (session fixture)
 

@@ -3,10 +3,11 @@ rows without reading its file back, family figures prepared once, one `fastest`,
 
 import pytest
 
-from cltune import results, resultsfile, schema, tune
-from cltune.errors import UserError
-from cltune.records import Status
-from cltune.space import Setting
+from cltune.results import rows as results, csvfile as resultsfile, schema
+from cltune.search import tune
+from cltune.core.errors import UserError
+from cltune.core.records import Status
+from cltune.core.space import Setting
 from cltune.workloads import get_family
 
 from .fakes import FakeBackend
@@ -63,8 +64,8 @@ def test_rows_of_a_crashed_setting_still_carry_the_family_figures(tmp_path):
 
 def test_figures_are_the_measurements_own_when_it_has_them():
     from .fakes import FAKE_INFO
-    from cltune.problem import Problem
-    from cltune.records import Measurement, Round
+    from cltune.core.problem import Problem
+    from cltune.core.records import Measurement, Round
 
     problem = Problem.from_shapes((1, 1, 4, 4), (1, 1, 3, 3))
     m = Measurement(Setting.make("a", "conv2d"), Status.OK, rounds=(Round(0, 0, 1.0, 1.0),),
@@ -108,7 +109,7 @@ def test_a_results_file_of_a_newer_schema_is_refused_in_one_line_saying_how(tmp_
 def test_the_sweep_command_names_each_familys_fastest_ok_first_pass_row(capsys):
     from pathlib import Path
 
-    from cltune import cli_table
+    from cltune.cli import table as cli_table
 
     rows = [{"setting": "a", "family": "f1", "status": "ok", "phase": "search", "run_ms_min": 2.0},
             {"setting": "b", "family": "f2", "status": "ok", "phase": "search", "run_ms_min": 1.0},

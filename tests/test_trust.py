@@ -8,10 +8,12 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cltune import config, results, schema, tune
-from cltune.cli import main
-from cltune.errors import UserError
-from cltune.records import Status
+from cltune.core import config
+from cltune.results import rows as results, schema
+from cltune.search import tune
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
+from cltune.core.records import Status
 
 from .fakes import FAKE_INFO, FakeBackend
 from .test_tuning import make_config

@@ -2,9 +2,11 @@
 
 import pytest
 
-from cltune import best, config, results, store, tune
-from cltune.records import Status
-from cltune.sweep import Budget, Sweep
+from cltune.results import best, rows as results, store
+from cltune.core import config
+from cltune.search import tune
+from cltune.core.records import Status
+from cltune.search.sweep import Budget, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
 
@@ -112,7 +114,7 @@ def test_time_limit_stops_the_search():
 
 
 def _outcome(m):
-    from cltune.sweep import Outcome
+    from cltune.search.sweep import Outcome
 
     return Outcome(m.setting, str(m.status), m.rounds[0].run_ms if m.rounds else None)
 
@@ -149,7 +151,7 @@ def test_resume_refuses_a_file_of_another_driver_and_leaves_it_untouched(tmp_pat
     # Resuming with another driver used to append a second device's rows to the same file.
     from dataclasses import replace
 
-    from cltune.errors import UserError
+    from cltune.core.errors import UserError
 
     cfg = make_config(budget=4)
     run_fake(cfg, tmp_path, rerank=0)
@@ -176,7 +178,7 @@ def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
 def test_rerank_per_family_takes_the_best_of_every_family(tmp_path):
     from dataclasses import replace
 
-    from cltune.bench import best_per_family
+    from cltune.bench.suite import best_per_family
 
     cfg = make_config(strategy="exhaustive", rerank=2, rerank_repeat=3, settings=False)
     direct = config.parse({"name": "d", "problem": {"input": [1, 4, 8, 8], "weight": [4, 4, 3, 3], "padding": 1},
@@ -212,9 +214,9 @@ def test_best_database_round_trip(tmp_path):
 
 
 def test_spread_above_the_threshold_flags_a_row_noisy():
-    from cltune.problem import Problem
-    from cltune.records import Measurement, Round
-    from cltune.space import Setting
+    from cltune.core.problem import Problem
+    from cltune.core.records import Measurement, Round
+    from cltune.core.space import Setting
 
     problem = Problem.from_shapes((1, 1, 4, 4), (1, 1, 3, 3))
     steady = tuple(Round(0, 0, t, t) for t in (1.0, 1.01, 0.99, 1.0))
@@ -226,7 +228,7 @@ def test_spread_above_the_threshold_flags_a_row_noisy():
 
 
 def test_rows_carry_roofline_figures_and_the_share_of_a_measured_peak(tmp_path, monkeypatch):
-    from cltune import peakstore
+    from cltune.results import peakstore
 
     monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
     peakstore.save({"device": {"name": FAKE_INFO.name, "platform": FAKE_INFO.platform,

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from cltune.problem import Problem
-from cltune.records import Status, Timing
-from cltune.space import Setting
+from cltune.core.problem import Problem
+from cltune.core.records import Status, Timing
+from cltune.core.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.winograd import AT, BT, G, NAMED, amplification, error_growth
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..problem import Problem
+from ..core.problem import Problem
 
 _KEY = re.compile(r"n(\d+)_c(\d+)_h(\d+)_w(\d+)_k(\d+)_r(\d+)_s(\d+)_st(\d+)x(\d+)_p(\d+)x(\d+)_d(\d+)x(\d+)"
                   r"_g(\d+)(_nobias)?(?:_(relu6|relu))?(_pool2)?$")
@@ -23,7 +23,7 @@ def problem_from_key(key: str) -> Problem | None:
 def nearest(problem: Problem, entries: list[dict], device=None) -> tuple[dict, float] | None:
     """The entry of the tuned problem nearest to this one (same filter, stride, dilation and kind)
     whose setting's family accepts this problem on the device, with its distance; None if none."""
-    from ..space import Setting
+    from ..core.space import Setting
     from .schedule import distance
     from .tasks import accepts
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..errors import UserError, first_line
-from ..problem import Problem
+from ..core.errors import UserError, first_line
+from ..core.problem import Problem
 from .tables import Layer, Network
 
 REFUSED_OPS = ("ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv")

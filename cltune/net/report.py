@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__
+from ..core.version import __version__
 
 SUMMARY_COLUMNS = {"task", "weight", "family", "setting", "ms", "weighted_ms", "share"}
 
@@ -29,7 +29,7 @@ def totals(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def build(path: str | Path) -> str:
-    from ..report import CSS, esc, table_html
+    from ..report.html import CSS, esc, table_html
 
     path = Path(path)
     df = pd.read_csv(path)

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import config as cfgmod
-from .. import results, tune
-from ..device_values import bind_config
-from ..errors import UserError
-from ..paths import stamped_path
-from ..sweep import Budget
+from ..core import config as cfgmod
+from ..results import rows as results
+from ..search import tune
+from ..core.device_values import bind_config
+from ..core.errors import UserError
+from ..core.paths import stamped_path
+from ..search.sweep import Budget
 from .schedule import POLICIES, Scheduler, TaskState, ident, neighbours, network_ms, own_order
 from .tables import Network
 from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
@@ -198,7 +199,7 @@ def summarize(states: list[TaskState], info) -> pd.DataFrame:
 
 
 def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo) -> None:
-    from .. import best
+    from ..results import best
 
     files = [task_file(run_dir, t) for t in tasks]
     files = [f for f in files if f.exists() and f.stat().st_size and len(results.ok_rows(results.load(f)))]

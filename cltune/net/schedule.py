@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
-from ..space import Setting
-from ..sweep import Budget
+from ..core.space import Setting
+from ..search.sweep import Budget
 from .tasks import Task, kind_of
 
 ALPHA = 0.2  # weight of the backward (observed) improvement against the forward (optimistic) one

@@ -15,9 +15,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from ..errors import UserError, first_line
-from ..paths import data_dir
-from ..problem import Problem
+from ..core.errors import UserError, first_line
+from ..core.paths import data_dir
+from ..core.problem import Problem
 
 TOP_KEYS = {"name", "description", "source", "conv"}
 CONV_KEYS = {"name", "input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
@@ -65,7 +65,7 @@ def load(name_or_path: str) -> Network:
 
 
 def load_table(path: Path) -> Network:
-    from ..config import _Checker, _problem
+    from ..core.config import _Checker, _problem
 
     try:
         data = tomllib.loads(Path(path).read_text())

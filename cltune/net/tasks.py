@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..problem import Problem
-from ..space import Setting, device_limit_reason
+from ..core.problem import Problem
+from ..core.space import Setting, device_limit_reason
 from .tables import Network
 
 
@@ -68,7 +68,7 @@ def builtins(problem: Problem, device) -> list[Setting]:
     """The built-in settings for this device's kind whose family accepts the problem. The study's
     ladder (conv2d) and diagonalwise refactorization are left out: they are references, and each is
     many times slower than the families made for speed."""
-    from ..device_values import bind_setting, is_ref
+    from ..core.device_values import bind_setting, is_ref
     from ..workloads import builtin_settings
 
     other = {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]

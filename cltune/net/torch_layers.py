@@ -9,7 +9,7 @@ a second consumer) ends the epilogue.
 from __future__ import annotations
 
 from .tables import Layer, Network
-from ..problem import Problem
+from ..core.problem import Problem
 
 
 def layers_of(model, input_shape=(1, 3, 224, 224)) -> list[Layer]:

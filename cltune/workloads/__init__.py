@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import UserError
-from .base import (CL_STD, GENERIC_PARAMS, Family, Launch, Param, build_options,  # noqa: F401
-                   global_size, local_size, read_kernel, round_up)
+from ..core.errors import UserError
+from .base import CL_STD, GENERIC_PARAMS, Family, Launch, Param, build_options, global_size, local_size, read_kernel, round_up  # noqa: F401
 from .buffers import cached, scratch  # noqa: F401  (for families that import them from here)
 
 # The built-in families' host modules, in the order cltune.settings() lists their families. Adding a

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import ClassVar
 
-from ..errors import UserError
-from ..paths import data_dir
+from ..core.errors import UserError
+from ..core.paths import data_dir
 
 
 CL_STD = "-cl-std=CL1.2"

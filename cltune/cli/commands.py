@@ -1,0 +1,227 @@
+"""The `cltune` command: parse, call the library, print. User mistakes exit 2 with one line."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .base import device_option, main, seed_option, time_limit_option, timeout_option
+from .table import Progress, SweepTable, print_outcome
+from ..core.device_values import bind_config, describe, needs_device
+from ..core.errors import UserError
+from ..search.strategies import STRATEGIES as STRATEGY_NAMES
+
+SAMPLE = 1000  # points drawn to describe a space too large to list
+
+
+@main.command()
+def devices():
+    """List every OpenCL platform and device with its attributes and whether it passes the probe."""
+    from ..measure.device import list_devices
+
+    for info, result in list_devices():
+        click.echo(f"[{info.index}] {info.name}  ({info.platform})")
+        click.echo("    Probe: " + ("ok (builds, runs and verifies a kernel)" if result.ok
+                                     else f"FAILED: {result.cause}; fix: {result.fix}"))
+        for key, label in (("type", "Type"), ("version", "OpenCL version"), ("opencl_c", "OpenCL C"),
+                           ("driver", "Driver"), ("target", "Target"),
+                           ("max_clock_mhz", "Max clock frequency (MHz)"),
+                           ("compute_units", "Max compute units"),
+                           ("max_work_group_size", "Max work-group size"),
+                           ("max_work_item_sizes", "Max work-item sizes"),
+                           ("local_mem_bytes", "Local memory (bytes)"),
+                           ("local_mem_type", "Local memory type"),
+                           ("global_mem_bytes", "Global memory (bytes)"),
+                           ("max_alloc_bytes", "Max allocation (bytes)"),
+                           ("preferred_vector_width_float", "Preferred float vector width"),
+                           ("profiling_resolution_ns", "Profiling timer resolution (ns)")):
+            click.echo(f"    {label}: {getattr(info, key)}")
+
+
+def _settings_device(spec):
+    """The DeviceInfo a config's device.* values are bound to, or None (with why) where none opens."""
+    from ..measure.device import select
+
+    try:
+        return select(spec)[1], ""
+    except (UserError, ImportError) as exc:
+        return None, str(exc)
+
+
+@main.command("settings")
+@click.argument("config", required=False)
+@device_option
+def settings_cmd(config, device):
+    """List a config's settings and their -D options, its spaces bound to the device's values."""
+    from ..core import config as cfgmod
+    from ..workloads import get_family
+
+    cfg = cfgmod.load(config)
+    click.echo(f"{cfg.name}: {cfg.problem.describe()}")
+    if needs_device(cfg):
+        info, why = _settings_device(device)
+        if info is None:
+            click.echo(f"device.* values left unresolved: {why}")
+            _echo_unbound(cfg)
+            return
+        cfg = bind_config(cfg, info)
+        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}): {describe(info)}")
+    width = max([len(s.name) for s in cfg.settings] + [8])
+    for s in cfg.settings:
+        family = get_family(s.family)
+        p = family.resolve(s.values)
+        opts = " ".join(family.options(cfg.problem, p))
+        reason = family.reject_reason(cfg.problem, p, None)
+        extra = f"  [invalid: {reason}]" if reason else ""
+        click.echo(f"{s.name:<{width}}  {s.family}  {opts}{extra}")
+    for space in cfg.spaces:
+        if space.countable:
+            valid = len(space.valid_settings(cfg.problem))
+            click.echo(f"space {space.family}: {space.size} points, {valid} pass the constraints")
+        else:  # too many to list: the size is the product of the value lists; a sample says the rest
+            passed = space.sampled_pass(cfg.problem, SAMPLE)
+            click.echo(f"space {space.family}: {space.size} points (too many to list), "
+                       f"{passed} of {SAMPLE} sampled pass the constraints")
+        for name, values in space.params:
+            click.echo(f"    {name} = {list(values)}")
+        for name, expr in space.constraints:
+            click.echo(f"    constraint {name}: {expr.text}")
+
+
+def _echo_unbound(cfg) -> None:
+    for s in cfg.settings:
+        click.echo(f"{s.name}  {s.describe()}")
+    for space in cfg.spaces:
+        click.echo(f"space {space.family}:")
+        for name, values in space.params:
+            click.echo(f"    {name} = {list(values)}")
+        for name, expr in space.constraints:
+            click.echo(f"    constraint {name}: {expr.text}")
+
+
+@main.command()
+@click.argument("config", required=False)
+@device_option
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up launches per setting.")
+@click.option("--repeat", type=click.IntRange(min=1), default=None, help="Timed launches per setting (at least).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Results CSV (default: results/<config>_<device>_<time>.csv).")
+@click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None,
+              help="Search strategy for the config's [[space]]s (default: the config's, else exhaustive).")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings measured per space.")
+@time_limit_option()
+@seed_option()
+@click.option("--resume", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Append to this results file (written by the same config, problem and device), "
+                   "measuring only the settings it does not hold yet.")
+@click.option("--retry-failed", is_flag=True,
+              help="With --resume: measure again the settings whose rows are not ok (the new row counts).")
+@timeout_option()
+@click.option("--no-isolation", is_flag=True, help="Measure in this process (debugging; a crash ends the sweep).")
+@click.option("--rerank", type=click.IntRange(min=0), default=None,
+              help="Re-measure the best N settings interleaved at the end (default: the config's, 3).")
+@click.option("--farm", default=None, metavar="SCHEDULER|local:N",
+              help="Measure on a farm of `cltune worker`s (a Dask scheduler's address), or on N local "
+                   "workers; default $CLTUNE_FARM, else this machine alone.")
+def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, retry_failed,
+          timeout, no_isolation, rerank, farm):
+    """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
+    from ..core import config as cfgmod
+    from ..search import tune
+    from ..measure.backend import farm_spec
+
+    cfg = cfgmod.load(config)
+    opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
+                        time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
+                        timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
+                        retry_failed=retry_failed, farm=farm_spec(farm))
+    tune.check_options(opts)
+    if opts.farm:
+        from .farm import farm_sweep
+
+        return farm_sweep(cfg, opts)
+    backend = tune.open_backend(cfg, opts)
+    try:
+        info = backend.info
+        cfg = bind_config(cfg, info)
+        click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
+                   f"{info.compute_units} compute units, {info.max_clock_mhz} MHz; {describe(info)})")
+        click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
+        table = SweepTable([s.name for s in cfg.settings], Progress(tune.expected_rows(cfg, opts)))
+        result = tune.run(cfg, opts, table.row, backend=backend)
+        table.done()
+    finally:
+        backend.close()
+    print_outcome(result, cfg)
+    reason = tune.failure(result, cfg.baseline)
+    if reason:
+        click.echo(f"Error: nothing measured: {reason}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("csv_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--all-columns", is_flag=True, help="Print every column, not the summary.")
+def show(csv_file, all_columns):
+    """Print a saved results CSV as the study's table."""
+    from ..results import rows as results
+
+    df = results.load(csv_file)  # an unreadable file is one UserError naming it
+    if all_columns:
+        click.echo(df.to_string(index=False))
+    else:
+        click.echo(results.format_table(df))
+
+
+@main.command()
+@click.argument("results_files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Database file, SQLite (default: $CLTUNE_HOME/cltune.sqlite, ~/.cache/cltune/cltune.sqlite).")
+def best(results_files, out):
+    """Record the best setting per device and problem from RESULTS files in the best-config database."""
+    from ..results import best as bestmod
+
+    path, entries = bestmod.update(list(results_files), out)
+    for e in entries:
+        speed = f", {e['speedup']:.2f}x {e['baseline']}" if e["speedup"] else ""
+        click.echo(f"{e['device']}  {e['problem']}: {e['setting']} ({e['family']}) "
+                   f"{e['run_ms']:.3f} ms{speed}")
+    click.echo(f"wrote {path} ({len(entries)} entries)")
+
+
+@main.command()
+@click.argument("config", required=False, default="bench_suite")
+@device_option
+@click.option("--layers", default=None, help="Comma-separated layer names (default: every layer).")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings tuned per family and layer.")
+@click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None)
+@click.option("--rounds", type=click.IntRange(min=1), default=10, help="Interleaved rounds of the final race (5 timed calls each; in the first 3, "
+                   "each family's best two, then the faster).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="The race's CSV (default: results/<config>_<time>.csv; tuning files beside it).")
+@click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out.")
+def bench(config, device, layers, budget, strategy, rounds, out, resume):
+    """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
+    from ..bench import suite as benchmod
+    from ..core import config as cfgmod
+    from ..search import tune
+
+    cfg = cfgmod.load(config)
+    only = benchmod.chosen_layers(cfg, layers)
+    out = benchmod.default_path(cfg, out)
+    opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
+    from ..measure.device import select
+    from ..measure.hostgemm import host_cpu
+
+    info = select(device)[1]
+    click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
+               f"{describe(info)}; host {host_cpu()}")
+    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
+    benchmod.write(df, out)
+    click.echo(benchmod.format_summary(df))
+    click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
+
+
+from . import farm as cli_farm, report as cli_report  # noqa: E402,F401
+from . import net as net_cli  # noqa: E402,F401

@@ -1,0 +1,125 @@
+"""The sweep's table as its rows come in, and its closing lines: one printer for `cltune sweep`
+on this machine and on a farm."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import click
+
+from ..results import schema
+
+STATUS_WIDTH = 12
+
+
+def row_line(row: dict, width: int) -> str:
+    def num(key):
+        v = row.get(key)
+        return f"{v:10.3f}" if isinstance(v, float) else f"{'-':>10}"
+
+    gflops = row.get("gflops")
+    gf = f"{gflops:8.2f}" if isinstance(gflops, float) else f"{'-':>8}"
+    text = (f"{row['setting']:<{width}} {row['status']:<{STATUS_WIDTH}}"
+            f"{num('queue_ms_median')}{num('submit_ms_median')}{num('run_ms_median')}"
+            f"{num('total_ms_median')} {gf}")
+    if row.get("parts_run_ms"):
+        text += f"  ({row['parts_run_ms']})"
+    if row["status"] != "ok":
+        text += f"  {row['error']}"
+    return text
+
+
+class SweepTable:
+    """Prints rows as a sweep records them: the heading with the first row (a sweep refused before
+    measuring prints its one line of error without a table above it), a rule where a device kind's
+    re-ranking starts, and on a farm the worker of each row. Rows of several kinds may come from
+    several threads."""
+
+    def __init__(self, names, progress: "Progress | None" = None, farm: bool = False):
+        self.width = max([len(n) for n in names] + [24])
+        self.progress, self.farm = progress, farm
+        self.heading = [f"{'setting':<{self.width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
+                        f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)" + (" [worker]" if farm else "")]
+        self.phase: dict = {}  # per device kind: kinds are tuned at once on a farm, their rows interleave
+        self.lock = threading.Lock()
+
+    def row(self, row: dict) -> None:
+        with self.lock:
+            if self.progress:
+                self.progress.clear()
+            if self.heading:
+                click.echo(self.heading.pop())
+            kind = (row["device"], row["driver"], row["compute_units"])
+            if row["phase"] != self.phase.setdefault(kind, "search"):
+                self.phase[kind] = row["phase"]
+                if self.farm:
+                    click.echo(f"-- {row['phase']} of {row['device']} ({row['compute_units']} CUs): the best "
+                               "settings again, measured interleaved on one worker --")
+                else:
+                    click.echo(f"-- {row['phase']}: the best settings again, measured interleaved --")
+            click.echo(row_line(row, self.width) + (f"  [{row['worker']}]" if self.farm else ""))
+            if self.progress:
+                self.progress.step()
+
+    def done(self) -> None:
+        if self.progress:
+            self.progress.clear()
+
+
+class Progress:
+    """`[done/expected] elapsed, left` on a terminal's stderr, redrawn under the table's lines."""
+
+    def __init__(self, expected: int):
+        self.expected, self.done, self.t0 = max(expected, 1), 0, time.monotonic()
+        self.on = sys.stderr.isatty()
+
+    def clear(self) -> None:
+        if self.on:
+            click.echo("\r\033[K", err=True, nl=False)
+
+    def step(self) -> None:
+        self.done += 1
+        if self.on:
+            spent = time.monotonic() - self.t0
+            left = spent / self.done * max(self.expected - self.done, 0)
+            click.echo(f"[{self.done}/{self.expected}] {spent:.0f} s, about {left:.0f} s left",
+                       err=True, nl=False)
+
+
+def print_outcome(result, cfg) -> None:
+    failed = [r["setting"] for r in result.rows if r["status"] != "ok" and r["phase"] == "search"]
+    if result.ranking:
+        best = result.ranking[0]
+        speedup = ""
+        if result.baseline_ms:
+            speedup = f", {result.baseline_ms / best[schema.TIME]:.2f}x the baseline {cfg.baseline}"
+        click.echo(f"best: {best['setting']} {best[schema.TIME]:.3f} ms{speedup}")
+    per_family = schema.fastest([r for r in result.rows if r["phase"] == "search"], per="family")
+    if len(per_family) > 1:
+        ranked = sorted(per_family.items(), key=lambda kv: kv[1][schema.TIME])
+        click.echo("best of each family (first pass): "
+                   + ", ".join(f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in ranked))
+    timing = timing_line([r for r in result.rows if r["phase"] == "search" and r["status"] == "ok"])
+    if timing:
+        click.echo(timing)
+    shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")
+    click.echo(f"wrote {result.path} ({len(result.rows)} rows, {len(failed)} not ok"
+               + (f": {shown}" if failed else "") + ")")
+
+
+def timing_line(rows) -> str:
+    """How steady this sweep's timed launches were (schema.slow_launches), and what a busy machine
+    means for its ranking; "" when no setting had two launches."""
+    slow, launches = schema.slow_launches([schema.samples(r) for r in rows])
+    if not launches:
+        return ""
+    line = (f"timing: {slow} of {launches} timed launches ({slow / launches:.0%}) ran over "
+            f"{schema.SLOW:g}x their setting's fastest")
+    if slow > schema.BUSY * launches:
+        line += ("; the machine was busy: settings this close may rank differently in another run "
+                 "(measure again when it is quieter)")
+    return line
+
+

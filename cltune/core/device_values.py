@@ -1,0 +1,167 @@
+"""`device.*` values: what a space, a constraint or a built-in setting takes from the device in front
+of it, derived from its DeviceInfo in one place (no OpenCL import), so one config tunes float8 on an
+AVX2 CPU, float16 on an AVX-512 one and float4 on a Mali.
+
+In a config a knob's value list may be a device value (`VEC = "device.vector_widths"`) or hold
+expressions over them (`BLOCK_K = ["2 * device.vector_width", 24]`); constraints may name them
+(`"TM * TN <= device.register_floats"`). `bind_*` replaces them by the device's numbers before
+anything is enumerated, built or written to a results row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import UserError
+from .expr import parse
+
+PREFIX = "device."
+NAMES = {
+    "device.vector_width": "floats in one hardware vector register (AVX-512: 16, AVX2: 8, Mali Midgard: 4)",
+    "device.vector_widths": "the widths a space tries: half a register and a whole one",
+    "device.preferred_vector_width": "CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT as the driver reports it",
+    "device.vector_registers": "vector registers a work-item may hold (AVX-512: 32, AVX2/SSE: 16)",
+    "device.register_floats": "vector_registers x vector_width: the floats a register tile can hold",
+    "device.compute_units": "CL_DEVICE_MAX_COMPUTE_UNITS",
+    "device.max_work_group_size": "CL_DEVICE_MAX_WORK_GROUP_SIZE",
+    "device.local_sizes": "0 (the driver chooses) and the powers of two 2..16 whose square fits a work-group",
+}
+
+# LLVM CPU names (PoCL puts its target in the device name and the HSTR of CL_DEVICE_VERSION).
+AVX512_CPUS = ("avx512", "knl", "knm", "cannonlake", "icelake", "tigerlake", "rocketlake", "cascadelake",
+               "cooperlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5",
+               "x86-64-v4")
+AVX_CPUS = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "arrowlake",
+            "lunarlake", "gracemont", "znver1", "znver2", "znver3", "bdver", "btver2", "sandybridge",
+            "ivybridge", "x86-64-v3", "core-avx")
+
+
+def _target_text(info) -> str:
+    """Where a runtime names the code it generates: the device name, CL_DEVICE_VERSION (PoCL's HSTR)
+    and the `target` that device discovery reads from it."""
+    return " ".join(str(getattr(info, k, "") or "") for k in ("name", "version", "target")).lower()
+
+
+def register_bits(info) -> int:
+    """Width of the vector registers the device's compiler targets. PoCL reports a preferred float
+    width of 16 for every x86 target, AVX2 ones included, so its target CPU name decides there."""
+    text = _target_text(info)
+    if "cpu" in str(info.type).lower():
+        if any(n in text for n in AVX512_CPUS):
+            return 512
+        if any(n in text for n in AVX_CPUS):
+            return 256
+        if "x86" in text:  # a generic x86-64 target: SSE
+            return 128
+    if "mali-t" in text:  # Midgard: 128-bit vector registers
+        return 128
+    return 32 * max(1, info.preferred_vector_width_float)
+
+
+def vector_registers(info) -> int:
+    """Vector registers a work-item's register tile may use: x86 has 32 with AVX-512 and 16 otherwise;
+    a Midgard thread keeps 16 (more halves the threads a core runs); other devices: 16."""
+    return 32 if "cpu" in str(info.type).lower() and register_bits(info) == 512 else 16
+
+
+def values(info) -> dict:
+    """The device.* namespace of one device."""
+    width = max(1, register_bits(info) // 32)
+    local = [0] + [s for s in (2, 4, 8, 16) if s * s <= info.max_work_group_size]
+    regs = vector_registers(info)
+    return {
+        "device.vector_width": width,
+        "device.vector_widths": sorted({max(1, width // 2), width}),
+        "device.preferred_vector_width": int(info.preferred_vector_width_float),
+        "device.vector_registers": regs,
+        "device.register_floats": regs * width,
+        "device.compute_units": int(info.compute_units),
+        "device.max_work_group_size": int(info.max_work_group_size),
+        "device.local_sizes": local,
+    }
+
+
+def describe(info) -> str:
+    v = values(info)
+    return (f"{register_bits(info)}-bit vectors ({v['device.vector_width']} floats) x "
+            f"{v['device.vector_registers']} registers, {v['device.compute_units']} compute units")
+
+
+def is_ref(value) -> bool:
+    """A string naming a device value: never a knob's own value (those never contain `device.`)."""
+    return isinstance(value, str) and PREFIX in value
+
+
+def check_ref(text: str):
+    """Parse a device expression; ExprError when it names anything but device values."""
+    return parse(text, set(NAMES))
+
+
+def evaluate(text: str, env: dict):
+    """An int, or a list of ints for a list-valued name such as device.vector_widths."""
+    out = check_ref(text)(env)
+    if isinstance(out, float) and out.is_integer():
+        out = int(out)
+    return out
+
+
+def expand(values_list, env: dict) -> tuple:
+    """A space's value list with every device reference replaced, lists flattened, duplicates dropped."""
+    items = [values_list] if isinstance(values_list, str) else list(values_list)
+    out = []
+    for v in items:
+        got = evaluate(v, env) if is_ref(v) else v
+        for x in (got if isinstance(got, list) else [got]):
+            if x not in out:
+                out.append(x)
+    return tuple(out)
+
+
+def bind_params(params: dict, env: dict, where: str = "") -> dict:
+    out = {}
+    for key, v in params.items():
+        if is_ref(v):
+            got = evaluate(v, env)
+            if isinstance(got, list):
+                raise UserError(f"{where}{key}: {v!r} is a list of values; a setting takes one")
+            v = got
+        out[key] = v
+    return out
+
+
+def bind_setting(setting, info):
+    """The setting with its device references (a built-in CPU setting's width) replaced."""
+    if not any(is_ref(v) for _, v in setting.params):
+        return setting
+    from .space import Setting
+
+    return Setting.make(setting.name, setting.family, bind_params(setting.values, values(info)))
+
+
+def bind_config(cfg, info):
+    """The config with its spaces and settings resolved for this device (a no-op when bound)."""
+    from ..workloads import get_family
+
+    env = values(info)
+    spaces = []
+    for space in cfg.spaces:
+        bound = space.bind(env)
+        family = get_family(bound.family)
+        for key, vals in bound.params:
+            for v in vals:
+                try:
+                    family.resolve({key: v})
+                except UserError as exc:
+                    raise UserError(f"{cfg.path}: space {bound.family} {key} on this device: {exc}") from None
+        spaces.append(bound)
+    settings = []
+    for s in cfg.settings:
+        b = bind_setting(s, info)
+        get_family(b.family).resolve(b.values, f"{cfg.path}: setting {s.name}: ")
+        settings.append(b)
+    return replace(cfg, spaces=tuple(spaces), settings=tuple(settings))
+
+
+def needs_device(cfg) -> bool:
+    """Does the config name device.* values anywhere (spaces, constraints, settings)?"""
+    return any(s.device_refs for s in cfg.spaces) or any(is_ref(v) for s in cfg.settings for _, v in s.params)

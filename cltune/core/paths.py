@@ -1,0 +1,45 @@
+"""Where the kernel templates and configs live: beside the package in a checkout, inside it when installed."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+
+def data_dir(name: str) -> Path:
+    """kernels/ or configs/ at the repository root, else the copy packaged as cltune.<name>."""
+    here = Path(__file__).resolve().parents[2] / name
+    if here.is_dir():
+        return here
+    return Path(str(resources.files(f"cltune.{name}")))
+
+
+def home() -> Path:
+    """cltune's own data (best-config database, measured device peaks): $CLTUNE_HOME or ~/.cache/cltune."""
+    import os
+
+    env = os.environ.get("CLTUNE_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "cltune"
+
+
+def slug(name: str, limit: int = 60) -> str:
+    """A name made safe as one file name: letters, digits, '-' and '_' only (never '/', '..' or NUL)."""
+    import re
+
+    text = re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)).strip("-")[:limit].strip("-")
+    return text or "unnamed"
+
+
+def stamped_path(*names: str, suffix: str = "", folder: str | Path = "results") -> Path:
+    """results/<name>_<name>_<time><suffix> for a run's file (suffix ".csv") or folder (suffix ""),
+    inside `folder` whatever the names hold (each made a slug; a device name lower-case, 40 at
+    most); `-2`, `-3` ... when two runs start in the same second."""
+    from datetime import datetime
+
+    parts = [slug(n) for n in names[:1]] + [slug(n).lower()[:40] for n in names[1:]]
+    stem = "_".join([*parts, datetime.now().strftime("%Y%m%d-%H%M%S")])
+    path, n = Path(folder) / f"{stem}{suffix}", 1
+    while path.exists():
+        n += 1
+        path = Path(folder) / f"{stem}-{n}{suffix}"
+    return path

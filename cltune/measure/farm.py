@@ -1,0 +1,253 @@
+"""A farm of devices: one sweep spread over the Dask workers of each device kind.
+
+The client (this process) runs the same loop, strategies, budgets and resume as a local sweep and
+alone writes the results file; `FarmBackend` only replaces where a setting is measured. Each
+setting is a Dask task asking for its kind's resource, so any worker of that kind may take it.
+Faults: a worker that dies mid-setting makes the scheduler run the setting once more on another
+worker (allowed-failures = 1); if that one dies too, Dask's `KilledWorker` becomes a `crashed` row
+naming the last worker. A hang or a segfault inside a worker costs one setting, as locally (the
+worker's isolated measuring process). No worker of a kind left, or the scheduler lost: one line
+(exit 2), every row measured so far is in the file, and `--resume` continues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from ..core.errors import UserError, first_line
+
+ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
+GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
+START_TIMEOUT_S = 120.0
+# Dask settings that cost a worker's CPU and buy a farm nothing (see _local_cluster).
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.scheduler.work-stealing": False}
+
+
+class FarmError(UserError):
+    """The farm cannot go on (no worker of a kind, scheduler lost): one line, rows kept."""
+
+
+def lost_scheduler(spec: str, why: str = "") -> FarmError:
+    return FarmError(f"lost the farm's scheduler {spec}{': ' + why if why else ''}; the rows so far are kept, "
+                     "--resume continues")
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise UserError("a farm needs Dask distributed: pip install 'cltune[farm]'") from None
+    return distributed
+
+
+@dataclass
+class Kind:
+    """Workers whose device identity (what a results file's header holds) is the same."""
+
+    key: str  # the Dask resource its workers hold
+    info: object  # DeviceInfo of its first worker
+    workers: list = field(default_factory=list)  # worker names
+
+    def describe(self) -> str:
+        i = self.info
+        return f"{i.name} ({i.platform}, driver {i.driver}, {i.compute_units} CUs)"
+
+
+class Farm:
+    """A connected client (and the LocalCluster it started, for `local:N`)."""
+
+    def __init__(self, spec: str, device=None, workers_timeout_s: float = START_TIMEOUT_S):
+        dist = _distributed()
+        self.spec, self.cluster = spec, None
+        m = re.fullmatch(r"local:(\d+)", spec.strip())
+        try:
+            if m:
+                self.cluster = _local_cluster(int(m.group(1)), device)
+                self.client = dist.Client(self.cluster, set_as_default=False)
+            else:
+                connect_s = float(os.environ.get("CLTUNE_FARM_CONNECT_S", 30))
+                self.client = dist.Client(spec, timeout=connect_s, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise FarmError(f"cannot reach the farm's scheduler {spec}: {first_line(exc)}") from None
+        try:  # the rule is ours, whatever the scheduler was started with
+            self.client.run_on_scheduler(_allowed_failures(ALLOWED_FAILURES))
+            self.kinds = self._kinds(workers_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _kinds(self, timeout_s: float) -> list[Kind]:
+        from .farm_worker import identity
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            idents = {a: i for a, i in self.client.run(identity).items() if i is not None}
+            if idents or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if not idents:
+            raise FarmError(f"no cltune worker joined {self.spec} within {timeout_s:.0f} s "
+                            "(start one on each board: cltune worker SCHEDULER)")
+        kinds: dict[str, Kind] = {}
+        for ident in sorted(idents.values(), key=lambda i: i["name"]):
+            kinds.setdefault(ident["kind"], Kind(ident["kind"], ident["info"])).workers.append(ident["name"])
+        return list(kinds.values())
+
+    def alive(self, kind: Kind) -> list[str]:
+        """Addresses of the workers holding the kind's resource now."""
+        try:
+            try:
+                workers = self.client.scheduler_info(n_workers=-1)["workers"]
+            except TypeError:  # distributed before n_workers: every worker
+                workers = self.client.scheduler_info()["workers"]
+        except (OSError, TimeoutError) as exc:
+            raise lost_scheduler(self.spec, type(exc).__name__) from None
+        return sorted(a for a, w in workers.items() if w.get("resources", {}).get(kind.key))
+
+    def close(self) -> None:
+        # Fetches of results from a worker that died stay pending until now; asyncio would log
+        # each as "Task exception was never retrieved" with a traceback: not news, the rows say it.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+        for part in ("client", "cluster"):
+            obj = getattr(self, part, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception:  # noqa: BLE001 - closing a lost farm must not hide the real error
+                    pass
+
+
+def _allowed_failures(n: int):
+    def set_it(dask_scheduler=None) -> None:  # nested: pickled by value, the scheduler needs no cltune
+        dask_scheduler.allowed_failures = n
+    return set_it
+
+
+def _local_cluster(n: int, device):
+    """N workers on this machine sharing its cores: PoCL gets cores // N threads in each."""
+    import dask
+    from distributed import LocalCluster
+
+    from .farm_worker import RESOURCE, DevicePlugin, kind_of, probe
+
+    if n < 1:
+        raise UserError("--farm local:N needs N >= 1")
+    threads = str(max(1, (os.cpu_count() or 1) // n))
+    env = {k: os.environ.get(k, threads) for k in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_COUNT")}
+    with environ(env):  # the probe sees the device as the workers will (PoCL's compute units)
+        kind = kind_of(probe(device))
+    # Our measuring process is a child of the worker: Dask's workers must not be daemonic processes.
+    # The workers share this machine's cores with the measurements: no statistical profiler (a
+    # stack sample every 10 ms), no work stealing (one setting per worker, nothing to steal), no
+    # memory monitor (memory_limit 0; a worker holds only small results).
+    dask.config.set({"distributed.worker.daemon": False, **QUIET})
+    return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None, silence_logs=logging.ERROR, memory_limit=0,
+                        resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device)}, env=env)
+
+
+@contextlib.contextmanager
+def environ(values: dict):
+    """os.environ with `values` set, as it was again afterwards."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
+          on_kind: Callable[[Kind, object], None] = lambda kind, opts: None, grace_s: float = GRACE_S) -> list:
+    """Tune cfg on every device kind of the farm at once (each kind on its own boards, in a thread
+    of its own), each into its own results file (a file holds one device's rows). Returns, per kind
+    tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
+    kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
+    farm = Farm(spec, opts.device)
+    try:
+        todo = []
+        for kind in farm.kinds:
+            kind_opts = kind_options(cfg, opts, kind, len(farm.kinds))
+            on_kind(kind, kind_opts)
+            if kind_opts is not None:
+                todo.append((kind, kind_opts))
+
+        def tune_kind(kind, kind_opts):
+            return _tune_kind(farm, cfg, opts, kind, kind_opts, on_row, grace_s)
+
+        if len(todo) == 1:  # its error is the sweep's, without the kind's name before it
+            return [tune_kind(*todo[0])]
+        return _in_threads(tune_kind, todo)
+    finally:
+        farm.close()
+
+
+def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: float):
+    from ..search import tune
+    from .farm_backend import FarmBackend
+
+    backend = FarmBackend(farm, kind, cfg, opts, grace_s)
+    res = tune.run(cfg, kind_opts, on_row, backend=backend)
+    res.kind, res.rerank_worker = kind, backend.rerank_worker
+    return res
+
+
+def _in_threads(fn, todo: list) -> list:
+    """fn(kind, opts) for every kind at once; a kind's exception is its result, the others go on."""
+    import threading
+
+    out: list = [None] * len(todo)  # each thread fills its own slot
+
+    def one(i, kind, kind_opts):
+        try:
+            out[i] = fn(kind, kind_opts)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller with its kind
+            exc.kind = kind
+            out[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i, *job), daemon=True, name=f"cltune-{job[0].key}")
+               for i, job in enumerate(todo)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)  # in slices: Ctrl-C still reaches this thread
+    return out
+
+
+def kind_options(cfg, opts, kind: Kind, kinds: int):
+    """A kind's options: its own file when the farm has several kinds (`--out X.csv` becomes
+    X-<device>-<kind>.csv); resuming a file, only the kind it was written for (None for the others)."""
+    from pathlib import Path
+
+    from ..results import schema
+    from ..core.paths import slug
+
+    if kinds == 1:
+        return opts
+    if opts.resume:
+        from ..results.csvfile import identity, read
+
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the sweep itself reads it again and warns
+            held = identity(read(opts.resume))
+        wanted = schema.make_header(cfg.name, cfg.problem.key, kind.info)
+        return opts if held is None or schema.difference(held, wanted) is None else None
+    if not opts.out:
+        return opts  # results/<config>_<device>_<time>.csv: one per kind already
+    out = Path(opts.out)
+    name = f"{out.stem}-{slug(kind.info.name, 40)}-{kind.key[-6:]}{out.suffix or '.csv'}"
+    return replace(opts, out=out.with_name(name))

@@ -1,0 +1,170 @@
+"""Measurements -> rows; summary tables in pandas. The file itself: resultsfile.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..core.version import __version__
+from . import roofline
+from ..core.records import Measurement, Status
+from .csvfile import MalformedLineWarning, ResultsFile, TruncatedLineWarning, load, save_device_info  # noqa: F401
+from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIME, TIMES  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep
+    import pandas as pd
+
+SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
+           "total_ms_median", "gflops", "max_abs_err"]
+
+
+# What the sweep prepares for every setting, for the measurements that could not report it (a
+# worker that crashed or timed out): see tune._identity.
+PREPARED = ("build_options", "source_hash", "bytes_model", "real_flops", "weight_bytes")
+
+
+def resume_key(info, problem, setting, build_options: str, source_hash: str) -> str:
+    """Same key only when device, runtime (driver and code target), kernel source, options, problem
+    and values all match: rows of two runtimes on one machine never stand in for each other."""
+    ident = [info.name, info.platform, info.driver, info.target, source_hash, build_options,
+             problem.key, setting.key]
+    return hashlib.sha1(json.dumps(ident).encode()).hexdigest()[:16]
+
+
+def _stats(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.10,
+           extra: dict | None = None, peaks: dict | None = None) -> dict:
+    """One results row: the setting, its provenance, its status and its timing statistics.
+    `extra` sets columns the loop knows (phase, strategy, seq, baseline, the setting's key, and
+    the PREPARED columns when the measurement itself could not report them). It only formats."""
+    p = problem
+    row = {
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
+        "device": info.name, "platform": info.platform, "driver": info.driver,
+        "target": info.target, "opencl_c": info.opencl_c, "compute_units": info.compute_units,
+        "max_clock_mhz": info.max_clock_mhz, "problem": p.key,
+        "input_shape": "x".join(map(str, p.input_shape)), "weight_shape": "x".join(map(str, p.weight_shape)),
+        "stride": f"{p.stride_h}x{p.stride_w}", "padding": f"{p.pad_h}x{p.pad_w}",
+        "dilation": f"{p.dilation_h}x{p.dilation_w}", "groups": p.groups,
+        "flops": p.flops, "min_bytes": p.min_bytes, "bytes_model": m.bytes_model,
+        "real_flops": m.real_flops, "weight_bytes": m.weight_bytes,
+        "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
+        "build_options": m.build_options, "status": str(m.status), "error": m.error,
+        "max_abs_err": m.max_abs_err, "build_ms": m.build_ms, "first_launch_ms": m.first_launch_ms,
+        "n": len(m.rounds), "stopped_early": m.stopped_early, "wall_ms": m.wall_ms, "device_ms": m.device_ms, "cltune_version": __version__,
+        "source_hash": m.source_hash, "worker": m.worker,
+        "key": resume_key(info, problem, m.setting, m.build_options, m.source_hash),
+        "phase": "search",
+    }
+    for k, v in (extra or {}).items():
+        if not (k in PREPARED and row[k] not in (None, "")):  # the measurement's own word wins
+            row[k] = v
+    if m.rounds:
+        for t in TIMES:
+            for s, v in _stats([getattr(r, f"{t}_ms") for r in m.rounds]).items():
+                row[f"{t}_ms_{s}"] = v
+        runs = [r.run_ms for r in m.rounds]
+        ms = row[TIME]
+        cv = statistics.pstdev(runs) / statistics.fmean(runs) if len(runs) > 1 and ms > 0 else 0.0
+        row["run_ms_cv"] = cv
+        row["noisy"] = len(runs) >= 3 and cv > noisy_cv  # two launches cannot tell noise from a trend
+        if ms > 0:
+            row["gflops"] = p.flops / (ms * 1e6)  # effective: the direct convolution's FLOPs
+            if row["real_flops"] is not None:
+                row["real_gflops"] = row["real_flops"] / (ms * 1e6)
+            row["gbps"] = p.min_bytes / (ms * 1e6)
+        names = [name for name, _ in m.rounds[0].parts]
+        row["parts_run_ms"] = ";".join(
+            f"{name}={statistics.median(r.parts[i][1] for r in m.rounds):.4f}" for i, name in enumerate(names))
+        row["run_ms_samples"] = " ".join(f"{v:.4f}" for v in runs)
+    fig = roofline.figures(row, peaks)  # the share of the device's peak when `cltune peak` measured it
+    for key in ("intensity", "peak_gflops", "peak_gbps", "compute_share", "roof_share", "bound"):
+        row[key] = fig[key]
+    return {c: row.get(c) for c in COLUMNS}
+
+
+class Recorder:
+    """A sweep's results file and its rows: each measurement becomes a row (to_row), is appended and
+    flushed, and is kept; with the rows the file held when it was resumed, they are handed to whoever
+    asks (the timeout, the re-ranking, the command's table), so no step reads back the file it writes."""
+
+    def __init__(self, path, info, problem, config_name: str, prepare: Callable, noisy_cv: float = 0.10,
+                 peaks: dict | None = None, baseline: str = "", on_row: Callable = lambda row: None):
+        self.path, self.info, self.problem, self.config_name = Path(path), info, problem, config_name
+        self.prepare = prepare  # setting -> its key and PREPARED columns (tune._identity)
+        self.noisy_cv, self.peaks, self.baseline, self.on_row = noisy_cv, peaks, baseline, on_row
+        self.strategy = "listed"  # the `strategy` column of the rows being recorded
+        self.rows: list[dict] = []  # this run's rows, in the order written
+        self.held: pd.DataFrame | None = None  # the rows the file held when resumed
+        self._file: ResultsFile | None = None
+
+    def open(self, header: dict, resume: bool = False) -> "Recorder":
+        self._file = ResultsFile(self.path, header, resume=resume)
+        try:
+            save_device_info(self.path, self.info)
+            if resume and self.path.stat().st_size:
+                self.held = load(self.path)  # warns about the lines it cannot take
+        except BaseException:
+            self._file.close()
+            raise
+        return self
+
+    @property
+    def held_rerank(self) -> bool:
+        """Whether the resumed file holds a re-ranking (a finished sweep)."""
+        return self.held is not None and bool((self.held["phase"] == "rerank").any())
+
+    def record(self, m: Measurement, phase: str, strategy: str | None = None) -> dict:
+        """Write m as a row; `strategy` (default: self.strategy) is the `strategy` column."""
+        extra = {"phase": phase, "strategy": self.strategy if strategy is None else strategy, "seq": len(self.rows), "baseline": self.baseline,
+                 **self.prepare(m.setting)}
+        row = to_row(m, self.info, self.problem, self.config_name, self.noisy_cv, extra, self.peaks)
+        self._file.append(row)
+        self.rows.append(row)
+        self.on_row(row)
+        return row
+
+    def row(self, key: str) -> dict | None:
+        """The first row of this resume key: this run's, else the resumed file's."""
+        for row in self.rows:
+            if row["key"] == key:
+                return row
+        if self.held is not None:
+            hit = self.held[self.held["key"] == key]
+            if len(hit):
+                return hit.iloc[0].to_dict()
+        return None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """The study's table: one line per setting with the median times, GFLOP/s and error."""
+    cols = [c for c in SUMMARY if c in df.columns]
+    if "worker" in df.columns and df["worker"].notna().any():  # a farm's rows: which board measured it
+        cols.append("worker")
+    out = df[cols].rename(columns={f"{t}_ms_median": t for t in TIMES})
+    return out
+
+
+def format_table(df: pd.DataFrame) -> str:
+    return summary(df).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-")
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == Status.OK.value]
