@@ -1,11 +1,11 @@
 """A warm `cltune sweep` through the command's entry point (its worker started before the parent's
-imports, cltune/entry.py) against the same sweep with the worker started after them, side by side.
+imports, cltune/cli/entry.py) against the same sweep with the worker started after them, side by side.
 
     python benchmarks/startup.py [--device D] [--config bench_repeat] [--pairs 5]
 
 One sweep fills the kernel caches (a temporary folder's); then `--pairs` times, alternating, the
 same sweep runs as `python -m cltune sweep ...` (early worker) and as a script that imports
-cltune.cli.commands first and calls its main (late worker: the order before entry.py). Printed: each run's
+cltune.cli.commands first and calls its main (late worker: the order before cli/entry.py). Printed: each run's
 process wall, the median of each way and their ratio. Nothing else should run on the machine.
 """
 

@@ -18,7 +18,7 @@ __all__ = ["__version__", "best_setting", "conv2d", "settings"]
 
 def __getattr__(name: str):
     """The library's functions, imported on first use: `cltune sweep` starts its worker before it
-    imports numpy (entry.py), and a program that only runs the command pays for none of it."""
+    imports numpy (cli/entry.py), and a program that only runs the command pays for none of it."""
     if name in ("best_setting", "conv2d", "settings"):
         from . import api
 

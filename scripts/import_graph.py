@@ -8,7 +8,6 @@ A cycle is a strongly connected component of two or more modules. Imports of a p
 from __future__ import annotations
 
 import ast
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +30,7 @@ class Graph:
             succ[a].append(b)
         index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
 
-        def visit(v):  # Tarjan, iterative enough for a package of this size
+        def visit(v):  # Tarjan; recursion as deep as the longest import chain
             index[v] = low[v] = n[0]
             n[0] += 1
             stack.append(v)
@@ -53,7 +52,6 @@ class Graph:
                 if len(comp) > 1:
                     out.append(sorted(comp))
 
-        sys.setrecursionlimit(10_000)
         for v in sorted(self.modules):
             if v not in index:
                 visit(v)

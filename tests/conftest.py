@@ -13,8 +13,8 @@ import pytest
 
 
 def _devices():
-    from cltune.measure import device as dev
     from cltune.core.errors import UserError
+    from cltune.measure import device as dev
 
     try:
         if os.environ.get("CLTUNE_DEVICE"):

@@ -2,9 +2,9 @@
 
 from dataclasses import dataclass, field, replace
 
-from cltune.measure.backend import Capabilities
-from cltune.measure.device import DeviceInfo
 from cltune.core.records import Measurement, Round, Status
+from cltune.measure.device import DeviceInfo
+from cltune.measure.protocol import Capabilities
 
 FAKE_INFO = DeviceInfo(
     index=0, name="Fake GPU", platform="Fake Platform", platform_version="OpenCL 1.2", vendor="fake",

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cltune.results import rows as results
 from cltune.cli.commands import main
+from cltune.results import rows as results
 
 OTHER_DEVICE = "Mali-T860"
 

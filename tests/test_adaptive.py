@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from cltune.core import config
+from cltune.core.records import Round, Timing
+from cltune.measure.runner import DEVICE_WARMUP_MS, Runner
 from cltune.results import rows as results
 from cltune.search import tune
-from cltune.measure.runner import DEVICE_WARMUP_MS, Runner
-from cltune.core.records import Round, Timing
 from cltune.search.sweep import Budget, Outcome, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
@@ -216,8 +216,8 @@ def test_the_reference_runs_on_one_blas_thread_beside_a_cpu_device(monkeypatch):
     """OpenBLAS's threads busy-wait after a call, on the cores a CPU device's kernels are timed on."""
     from threadpoolctl import threadpool_info
 
-    from cltune.measure import runner as measure
     from cltune.core.problem import Problem
+    from cltune.measure import data as measure
 
     seen = []
 

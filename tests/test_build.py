@@ -5,10 +5,10 @@ setting that fails to build fails alone."""
 import pyopencl as cl
 import pytest
 
-from cltune.measure.build import Builder, batch_source, batchable, top_level_names
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
+from cltune.measure.build import Builder, batch_source, batchable, top_level_names
 from cltune.workloads import builtin_settings
 
 QUICK = Timing(warmup=0, repeat=1)

@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cltune.results import rows as results
 from cltune.cli.commands import main
+from cltune.results import rows as results
 
 
 @pytest.fixture(scope="module")

@@ -56,7 +56,7 @@ def test_wrong_output_is_caught_by_the_nan_fill(runner):
     assert runner.measure(problem, Setting.make("normal", "conv2d", {}), QUICK).status == Status.OK
     shifted = Problem.from_shapes(**SHAPES[0])
     runner.load_problem(shifted)
-    runner.expected = runner.expected + 1e-2  # pretend the reference differs
+    runner.data.expected = runner.data.expected + 1e-2  # pretend the reference differs
     m = runner.measure(shifted, Setting.make("normal", "conv2d", {}), QUICK)
     assert m.status == Status.WRONG_RESULT and m.max_abs_err > 5e-3
     runner._problem = None  # force a fresh upload for later tests

@@ -8,7 +8,11 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import FAMILIES, Family, Param, get_family, register
 from cltune.workloads.depthwise import NAMED
-from cltune.workloads.diagonalwise import refactored_weight, refactored_weight_bytes, wrap_standard_families
+from cltune.workloads.diagonalwise import (
+    refactored_weight,
+    refactored_weight_bytes,
+    wrap_standard_families,
+)
 from tests.conftest import skip_wide_vectors
 
 QUICK = Timing(warmup=0, repeat=1)

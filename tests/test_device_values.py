@@ -2,15 +2,14 @@
 OpenCL), so a config tuned on one machine does not carry that machine's vector width to another."""
 
 import pytest
-
-from tests.conftest import skip_wide_vectors
 from click.testing import CliRunner
 
-from cltune.core import config, device_values
 from cltune.cli.commands import main
+from cltune.core import config, device_values
 from cltune.core.errors import UserError
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
+from tests.conftest import skip_wide_vectors
 from tests.fakes import FAKE_INFO, MALI_T860, POCL_AVX2, POCL_AVX512
 
 

@@ -8,13 +8,14 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from cltune.results import best, rows as results
-from cltune.measure import device as dev
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
 from cltune.core.problem import Problem
 from cltune.core.records import Measurement, Round, Status
 from cltune.core.space import Setting
+from cltune.measure import device as dev
+from cltune.results import best
+from cltune.results import rows as results
 from tests.fakes import FAKE_INFO
 
 CAUSE = "error: unknown target CPU 'generic'"

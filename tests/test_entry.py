@@ -7,10 +7,10 @@ import sys
 import pytest
 
 from cltune.cli import entry
-from cltune.measure import worker
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
+from cltune.measure import worker
 from cltune.measure.worker import WorkerRunner
 
 MODULES = ("tests.fault_family",)

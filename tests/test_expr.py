@@ -1,7 +1,8 @@
 """The constraint language: what it computes, and everything that is not it being refused."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cltune.core.expr import ExprError, parse
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from cltune.core.records import Status
+from cltune.measure.protocol import Capabilities
 from cltune.results import rows as results
 from cltune.search import tune
-from cltune.core.records import Status
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
-from cltune.measure.backend import Capabilities
 
 MODULES = ("tests.fault_family",)
 
@@ -205,7 +205,7 @@ def two_workers(client):
 
 
 def farm_sweep(cfg, cluster, **opts):
-    from cltune.measure import farm
+    from cltune.search import farm
 
     two_workers(cluster[1])
     return farm.sweep(cfg, tune.Options(**opts), cluster[0].scheduler_address, grace_s=60)
@@ -235,8 +235,8 @@ def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, clus
 
 
 def fault_config(faults, min_time_ms=0):
-    from cltune.core import config
     import tests.fault_family  # noqa: F401  (registers the family for the config loader)
+    from cltune.core import config
 
     settings = [{"name": "normal"}]
     for i, f in enumerate(faults):

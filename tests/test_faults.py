@@ -12,12 +12,12 @@ import time
 import pytest
 
 from cltune.core import config
-from cltune.results import rows as results
-from cltune.search import tune
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.measure.worker import WorkerRunner
+from cltune.results import rows as results
+from cltune.search import tune
 
 MODULES = ("tests.fault_family",)
 

@@ -5,14 +5,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.conftest import skip_wide_vectors
-
 from cltune.core.device_values import bind_params, values
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
 from cltune.workloads.gemm_layout import pack_weights
+from tests.conftest import skip_wide_vectors
 
 from .shapes import ALL_SHAPES, shape_id
 

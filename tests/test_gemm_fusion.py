@@ -4,10 +4,10 @@ level computes the same layer as the reference."""
 
 import pytest
 
+from cltune.core.device_values import bind_params, values
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
-from cltune.core.device_values import bind_params, values
 from cltune.workloads import builtin_settings, epilogue, get_family
 from cltune.workloads.gemm_layout import col_cols, gemm_cols
 

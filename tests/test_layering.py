@@ -1,9 +1,12 @@
 """Which modules may import what: the config side of the house loads and checks every config
-without OpenCL, so a machine without a driver can still validate sweep files."""
+without OpenCL, so a machine without a driver can still validate sweep files; the folders stay
+a pipeline (no module imports one that imports it back, function-level imports included) of
+modules a person can read in a sitting."""
 
 import subprocess
 import sys
 from pathlib import Path
+
 
 def python(code: str) -> subprocess.CompletedProcess:
     """A fresh interpreter running `code`, which must exit 0."""
@@ -40,12 +43,51 @@ def test_builtin_settings_list_in_the_registration_order_whatever_was_imported_f
 
 
 def test_command_modules_import_the_shared_base_not_each_other():
-    # The bug: cli.py and cli_report.py imported each other (the package's only import cycle).
+    # The bug: the flat package's cli.py and cli_report.py imported each other (the package's only import cycle).
     code = ("import sys\n"
             "import cltune.cli.report, cltune.cli.farm, cltune.cli.net\n"
-            "assert 'cltune.cli.commands' not in sys.modules, 'a command module imports cli.py'\n"
+            "assert 'cltune.cli.commands' not in sys.modules, 'a command module imports commands.py'\n"
             "import cltune.cli.commands\n"
             "names = set(cltune.cli.commands.main.commands)\n"
             "assert {'sweep', 'report', 'plot', 'worker', 'net'} <= names, names\n"
             "print('ok')\n")
-    out = python(code)
+    assert python(code).stdout.strip() == "ok"
+
+
+def graph():
+    sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+    try:
+        import import_graph
+    finally:
+        sys.path.pop(0)
+    return import_graph.scan()
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """Guards against the cycles the flat package had (farm <-> farm_backend <-> farm_worker,
+    device_values <-> space, workloads <-> diagonalwise, ...): function-level imports count too."""
+    assert graph().cycles() == []
+
+
+def test_every_module_is_under_300_lines():
+    big = {m: n for m, n in graph().modules.items() if n > 300}
+    assert not big, big
+
+
+def test_the_folders_are_the_pipeline():
+    """core is imported by every stage and imports none; the CLI is imported by nothing but its own
+    entry; measuring does not reach up into the search, the results or the reports."""
+    g = graph()
+    up = {"cltune.core": ("cltune.search", "cltune.measure", "cltune.results", "cltune.report",
+                          "cltune.cli", "cltune.bench", "cltune.net", "cltune.api"),
+          "cltune.measure": ("cltune.search", "cltune.results", "cltune.report", "cltune.cli", "cltune.bench",
+                             "cltune.net")}
+    # A config's names are checked where they are registered: kernel families (workloads) and
+    # search strategies (search.strategies, named by [run] strategy).
+    allowed = {("cltune.core.config", "cltune.search.strategies")}
+    wrong = [(a, b) for a, b in g.arrows() for src, banned in up.items()
+             if a.startswith(src + ".") and b.startswith(banned) and (a, b) not in allowed]
+    assert not wrong, wrong
+    into_cli = [(a, b) for a, b in g.arrows() if b.startswith("cltune.cli.") and not a.startswith("cltune.cli")
+                and a != "cltune.__main__"]
+    assert not into_cli, into_cli

@@ -2,9 +2,9 @@
 mode), on the fake backend of test_net_schedule: no device."""
 
 import importlib.util
-from dataclasses import replace
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -5,13 +5,13 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from cltune.core.problem import Problem
+from cltune.core.records import Measurement, Round, Status
+from cltune.core.space import Setting
 from cltune.net import run as netrun
 from cltune.net.schedule import Scheduler, TaskState, distance, transfer_candidates
 from cltune.net.tables import Layer, Network
 from cltune.net.tasks import make_tasks
-from cltune.core.problem import Problem
-from cltune.core.records import Measurement, Round, Status
-from cltune.core.space import Setting
 from cltune.search.sweep import Budget
 from tests.fakes import POCL_AVX2, FakeBackend
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cltune.results import peakstore, store
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
+from cltune.results import peakstore, store
 
 
 def entry(name="dev", platform="plat", driver="1.10", gflops=10.0):

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 from matplotlib.colors import to_hex
 
-from cltune.report import palette, plots
-from cltune.results import roofline, runs, schema
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
+from cltune.report import palette, plots
+from cltune.results import roofline, runs, schema
 
 from .results_data import two_runs  # noqa: F401  (session fixture)
 

@@ -1,9 +1,9 @@
 """Builds of the next settings overlap the current measurement, and change no result."""
 
-from cltune.measure.runner import Runner
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
+from cltune.measure.runner import Runner
 from cltune.workloads import build_options, get_family
 
 

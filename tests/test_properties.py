@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 
 import cltune
 from cltune.core import config

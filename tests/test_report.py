@@ -8,9 +8,10 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from cltune.report import compare, html as report
-from cltune.results import runs
 from cltune.cli.commands import main
+from cltune.report import compare
+from cltune.report import html as report
+from cltune.results import runs
 
 from .results_data import OTHER_DEVICE, two_runs  # noqa: F401  (session fixture)
 

@@ -3,11 +3,13 @@ rows without reading its file back, family figures prepared once, one `fastest`,
 
 import pytest
 
-from cltune.results import rows as results, csvfile as resultsfile, schema
-from cltune.search import tune
 from cltune.core.errors import UserError
 from cltune.core.records import Status
 from cltune.core.space import Setting
+from cltune.results import csvfile as resultsfile
+from cltune.results import rows as results
+from cltune.results import schema
+from cltune.search import tune
 from cltune.workloads import get_family
 
 from .fakes import FakeBackend
@@ -63,9 +65,10 @@ def test_rows_of_a_crashed_setting_still_carry_the_family_figures(tmp_path):
 
 
 def test_figures_are_the_measurements_own_when_it_has_them():
-    from .fakes import FAKE_INFO
     from cltune.core.problem import Problem
     from cltune.core.records import Measurement, Round
+
+    from .fakes import FAKE_INFO
 
     problem = Problem.from_shapes((1, 1, 4, 4), (1, 1, 3, 3))
     m = Measurement(Setting.make("a", "conv2d"), Status.OK, rounds=(Round(0, 0, 1.0, 1.0),),

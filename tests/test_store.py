@@ -6,9 +6,9 @@ import multiprocessing as mp
 import pytest
 from click.testing import CliRunner
 
-from cltune.results import best, peakstore, store
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
+from cltune.results import best, peakstore, store
 
 
 def entry(device, problem, run_ms=1.0, measured="2026-01-01T00:00:00+00:00"):

@@ -6,14 +6,16 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from cltune.core import config
-from cltune.results import rows as results, schema
-from cltune.search import tune
 from cltune.cli.commands import main
+from cltune.core import config
 from cltune.core.errors import UserError
 from cltune.core.records import Status
+from cltune.results import rows as results
+from cltune.results import schema
+from cltune.search import tune
 
 from .fakes import FAKE_INFO, FakeBackend
 from .test_tuning import make_config

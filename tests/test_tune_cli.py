@@ -4,9 +4,9 @@ import pytest
 from click.testing import CliRunner
 
 import cltune
+from cltune.cli.commands import main
 from cltune.core import config
 from cltune.results import rows as results
-from cltune.cli.commands import main
 
 
 @pytest.fixture(scope="module")

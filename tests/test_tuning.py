@@ -2,10 +2,11 @@
 
 import pytest
 
-from cltune.results import best, rows as results, store
 from cltune.core import config
-from cltune.search import tune
 from cltune.core.records import Status
+from cltune.results import best, store
+from cltune.results import rows as results
+from cltune.search import tune
 from cltune.search.sweep import Budget, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost

@@ -7,7 +7,7 @@ from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import get_family
-from cltune.workloads.winograd import AT, BT, G, NAMED, amplification, error_growth
+from cltune.workloads.winograd import AT, BT, NAMED, G, amplification, error_growth
 
 QUICK = Timing(warmup=0, repeat=1)
 STUDY = Problem.from_shapes((1, 512, 13, 13), (1024, 512, 3, 3), padding=1)

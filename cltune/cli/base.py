@@ -1,6 +1,6 @@
 """The `cltune` group and what every command module shares: its error handling (every mistake,
-foreseen (UserError) or not, is one line and exit 2) and its common options. cli.py, cli_report.py,
-cli_farm.py and net/cli.py add their commands to `main`; cli.py imports them all."""
+foreseen (UserError) or not, is one line and exit 2) and its common options. commands.py, report.py,
+farm.py and net.py add their commands to `main`; commands.py imports them all."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import warnings
 
 import click
 
-from ..core.version import __version__
 from ..core.errors import UserError, first_line
+from ..core.version import __version__
+
 
 class Fail(click.ClickException):
     exit_code = 2

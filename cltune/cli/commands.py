@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from .base import device_option, main, seed_option, time_limit_option, timeout_option
-from .table import Progress, SweepTable, print_outcome
 from ..core.device_values import bind_config, describe, needs_device
 from ..core.errors import UserError
 from ..search.strategies import STRATEGIES as STRATEGY_NAMES
+from .base import device_option, main, seed_option, time_limit_option, timeout_option
+from .table import Progress, SweepTable, print_outcome
 
 SAMPLE = 1000  # points drawn to describe a space too large to list
 
@@ -128,8 +128,8 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
           timeout, no_isolation, rerank, farm):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from ..core import config as cfgmod
-    from ..search import tune
     from ..measure.backend import farm_spec
+    from ..search import tune
 
     cfg = cfgmod.load(config)
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
@@ -223,5 +223,6 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
 
 
-from . import farm as cli_farm, report as cli_report  # noqa: E402,F401
-from . import net as net_cli  # noqa: E402,F401
+from . import farm as farm_commands  # noqa: E402,F401  (its commands join `main`)
+from . import net as net_commands  # noqa: E402,F401
+from . import report as report_commands  # noqa: E402,F401

@@ -27,9 +27,8 @@ def worker(scheduler, device, name):
 
 def farm_sweep(cfg, opts) -> None:
     """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
-    from ..measure import farm
-    from ..search import tune
     from ..core.errors import UserError
+    from ..search import farm, tune
 
     if not opts.isolation:
         raise UserError("--no-isolation: a farm always measures in each worker's own measuring process")

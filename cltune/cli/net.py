@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .base import device_option, main, seed_option, time_limit_option, timeout_option
 from ..net.schedule import POLICIES
+from .base import device_option, main, seed_option, time_limit_option, timeout_option
 
 
 @main.command("net")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from .base import device_option, main
 from ..core.errors import UserError
+from .base import device_option, main
 
 KINDS = ("ladder", "roofline", "progress", "spread")
 results_args = click.argument("results_files", metavar="RESULTS...", nargs=-1, required=True,
@@ -108,7 +108,8 @@ def peak(device, repeat, target_ms, buffer_mib, rounds, no_beside, out):
 @peaks_option
 def plot(results_files, kind, out, baseline, peaks_file):
     """Draw a results file: ladder, roofline, progress (several files: one line per strategy) or spread."""
-    from ..report import plots, html as report
+    from ..report import html as report
+    from ..report import plots
     from ..results import runs
 
     out = out or str(Path(results_files[0]).with_suffix(f".{kind}.png"))
@@ -147,9 +148,9 @@ def compare_cmd(results_files, baseline, plot_file):
 @peaks_option
 def report(results_files, out, baseline, peaks_file):
     """One self-contained HTML page: devices, problem, ladder, roofline, spread, best, comparison."""
+    from ..net import report as netreport
     from ..report import html as reportmod
     from ..results import runs
-    from ..net import report as netreport
 
     if len(results_files) == 1 and netreport.is_summary(results_files[0]):  # a `cltune net` run
         out = Path(out or Path(results_files[0]).with_suffix(".report.html"))

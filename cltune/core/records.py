@@ -185,3 +185,13 @@ class Measurement:
     bytes_model: int | None = None
     real_flops: int | None = None
     weight_bytes: int | None = None
+
+
+DEVICE_FIELDS = ("name", "vendor", "platform", "platform_version", "version", "driver", "target",
+                 "opencl_c", "compute_units")
+
+
+def device_identity(info) -> dict:
+    """The device and runtime (driver and code target) rows are measured on: what a results file's
+    header holds and a resume must match, and what makes a farm's workers one kind."""
+    return {f: getattr(info, f) for f in DEVICE_FIELDS if hasattr(info, f)}

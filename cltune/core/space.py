@@ -70,7 +70,7 @@ class Space:
     @property
     def device_refs(self) -> bool:
         """Does it take values from a device it has not been bound to yet?"""
-        from .device_values import is_ref
+        from .device_refs import is_ref
 
         if self.device_env:
             return False
@@ -79,7 +79,7 @@ class Space:
 
     def bind(self, env: dict) -> "Space":
         """This space on one device: value lists expanded, constraints evaluated with env."""
-        from .device_values import expand
+        from .device_refs import expand
 
         if self.device_env:
             return self

@@ -1,71 +1,27 @@
-"""The measuring backend: what a sweep, a race or the API needs of the device side, and the one
-place that chooses which backend measures (this process, an isolated worker process, a farm).
-
-Every backend opens its device when it is made, then measures a setting and several settings
-interleaved; what more it can do it declares in `caps`, and callers read `caps` (never probe
-with hasattr). Runner (in this process), WorkerRunner (a worker process), FarmBackend (a Dask
-farm's workers of one device kind) and replay's RecordedSpace implement it.
-"""
+"""The one place that chooses which backend (protocol.py) measures: this process, an isolated
+worker process, or a farm's workers (--farm / $CLTUNE_FARM)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, Sequence
+
+from .protocol import Backend, InProcess
 
 FARM_ENV = "CLTUNE_FARM"
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a backend can do beyond measure / measure_interleaved / close."""
-
-    parallel: bool = False  # measure_many + batch: several settings in flight (a farm's workers)
-    windows: bool = False  # measure_more: more launches of points measured earlier (adaptive windows)
-    timeout: bool = False  # timeout_s: a per-setting deadline the sweep may set (a killable worker)
-    in_process: bool = False  # load_problem, launcher, run_once: the device is in this process
-
-
-class Backend(Protocol):
-    """Measures settings on one device (or one device kind): failures come back as Measurements."""
-
-    info: object  # the DeviceInfo rows and resume keys carry
-    caps: Capabilities
-
-    def measure(self, problem, setting, timing, upcoming: Sequence = ()) -> object: ...
-
-    def measure_interleaved(self, problem, settings, timing) -> list: ...
-
-    def close(self) -> None: ...
-
-
-class Parallel(Backend, Protocol):
-    """caps.parallel: settings pulled lazily, one per free worker, measurements as they finish."""
-
-    batch: int
-
-    def measure_many(self, problem, timing_now: Callable, settings: Iterator) -> Iterator: ...
-
-
-class Windowed(Backend, Protocol):
-    """caps.windows: the next window of points measured before (their earlier rounds kept)."""
-
-    def measure_more(self, problem, firsts: list, timing) -> list: ...
-
-
-class InProcess(Backend, Protocol):
-    """caps.in_process: the device's buffers and kernels live here (the race and the API)."""
-
-    def load_problem(self, problem, inputs=None, reference: bool = True) -> None: ...
-
-    def launcher(self, problem, setting) -> Callable[[], list]: ...
-
-    def run_once(self, problem, setting): ...
+DEFAULT_TIMEOUT_S = 600.0  # per setting, until a sweep's baseline time is known
 
 
 def farm_spec(option: str | None = None) -> str | None:
     """The farm a command measures on: its --farm, else $CLTUNE_FARM, else none (this machine)."""
     return option or os.environ.get(FARM_ENV) or None
+
+
+def measuring(cfg, opts) -> tuple[dict, float]:
+    """What a measuring backend (local, isolated or a farm's) takes from a config and a sweep's
+    options: the Runner's keyword arguments and the per-setting timeout."""
+    cfg = cfg.with_overrides(opts)
+    kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
+    return kwargs, cfg.timeout_s or DEFAULT_TIMEOUT_S
 
 
 def open_local(device=None, *, isolated: bool = True, modules: tuple = (), timeout_s: float | None = None,

@@ -1,4 +1,5 @@
-"""A farm of devices: one sweep spread over the Dask workers of each device kind.
+"""A farm of devices: a Dask client (and a LocalCluster for `local:N`), its workers grouped by
+device kind. One sweep on a farm (search/farm.py) is spread over the workers of each kind.
 
 The client (this process) runs the same loop, strategies, budgets and resume as a local sweep and
 alone writes the results file; `FarmBackend` only replaces where a setting is measured. Each
@@ -17,16 +18,13 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
-from typing import Callable
+from dataclasses import dataclass, field
 
 from ..core.errors import UserError, first_line
 
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
 START_TIMEOUT_S = 120.0
-# Dask settings that cost a worker's CPU and buy a farm nothing (see _local_cluster).
-QUIET = {"distributed.worker.profile.enabled": False, "distributed.scheduler.work-stealing": False}
 
 
 class FarmError(UserError):
@@ -135,7 +133,7 @@ def _local_cluster(n: int, device):
     import dask
     from distributed import LocalCluster
 
-    from .farm_worker import RESOURCE, DevicePlugin, kind_of, probe
+    from .farm_worker import QUIET, RESOURCE, DevicePlugin, kind_of, probe
 
     if n < 1:
         raise UserError("--farm local:N needs N >= 1")
@@ -166,88 +164,3 @@ def environ(values: dict):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
-          on_kind: Callable[[Kind, object], None] = lambda kind, opts: None, grace_s: float = GRACE_S) -> list:
-    """Tune cfg on every device kind of the farm at once (each kind on its own boards, in a thread
-    of its own), each into its own results file (a file holds one device's rows). Returns, per kind
-    tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
-    kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
-    farm = Farm(spec, opts.device)
-    try:
-        todo = []
-        for kind in farm.kinds:
-            kind_opts = kind_options(cfg, opts, kind, len(farm.kinds))
-            on_kind(kind, kind_opts)
-            if kind_opts is not None:
-                todo.append((kind, kind_opts))
-
-        def tune_kind(kind, kind_opts):
-            return _tune_kind(farm, cfg, opts, kind, kind_opts, on_row, grace_s)
-
-        if len(todo) == 1:  # its error is the sweep's, without the kind's name before it
-            return [tune_kind(*todo[0])]
-        return _in_threads(tune_kind, todo)
-    finally:
-        farm.close()
-
-
-def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: float):
-    from ..search import tune
-    from .farm_backend import FarmBackend
-
-    backend = FarmBackend(farm, kind, cfg, opts, grace_s)
-    res = tune.run(cfg, kind_opts, on_row, backend=backend)
-    res.kind, res.rerank_worker = kind, backend.rerank_worker
-    return res
-
-
-def _in_threads(fn, todo: list) -> list:
-    """fn(kind, opts) for every kind at once; a kind's exception is its result, the others go on."""
-    import threading
-
-    out: list = [None] * len(todo)  # each thread fills its own slot
-
-    def one(i, kind, kind_opts):
-        try:
-            out[i] = fn(kind, kind_opts)
-        except Exception as exc:  # noqa: BLE001 - reported by the caller with its kind
-            exc.kind = kind
-            out[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i, *job), daemon=True, name=f"cltune-{job[0].key}")
-               for i, job in enumerate(todo)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.5)  # in slices: Ctrl-C still reaches this thread
-    return out
-
-
-def kind_options(cfg, opts, kind: Kind, kinds: int):
-    """A kind's options: its own file when the farm has several kinds (`--out X.csv` becomes
-    X-<device>-<kind>.csv); resuming a file, only the kind it was written for (None for the others)."""
-    from pathlib import Path
-
-    from ..results import schema
-    from ..core.paths import slug
-
-    if kinds == 1:
-        return opts
-    if opts.resume:
-        from ..results.csvfile import identity, read
-
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the sweep itself reads it again and warns
-            held = identity(read(opts.resume))
-        wanted = schema.make_header(cfg.name, cfg.problem.key, kind.info)
-        return opts if held is None or schema.difference(held, wanted) is None else None
-    if not opts.out:
-        return opts  # results/<config>_<device>_<time>.csv: one per kind already
-    out = Path(opts.out)
-    name = f"{out.stem}-{slug(kind.info.name, 40)}-{kind.key[-6:]}{out.suffix or '.csv'}"
-    return replace(opts, out=out.with_name(name))

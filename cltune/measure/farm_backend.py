@@ -3,6 +3,7 @@
 Like Runner and WorkerRunner it has `info`, `measure`, `measure_interleaved`, `timeout_s` and
 `close`; it adds `measure_many` and `batch`, with which the sweep keeps every worker busy. While it
 waits, it watches the scheduler and the kind's workers (see farm.py for the fault rules).
+search/farm.py makes one per device kind and runs the kind's sweep through it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import time
 import uuid
 from typing import Callable, Iterator
 
-from .backend import Capabilities
 from ..core.errors import UserError, first_line
-from .farm import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
 from ..core.records import Measurement, Status
+from .farm import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
+from .protocol import Capabilities
 
 
 class FarmBackend:
@@ -25,7 +26,7 @@ class FarmBackend:
     caps = Capabilities(parallel=True, timeout=True)
 
     def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S):
-        from ..search.tune import measuring
+        from .backend import measuring
 
         self.farm, self.kind, self.info, self.grace_s = farm, kind, kind.info, grace_s
         self.kwargs, self.timeout_s = measuring(cfg, opts)

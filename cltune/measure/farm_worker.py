@@ -17,12 +17,14 @@ from distributed import WorkerPlugin, get_worker
 
 PLUGIN = "cltune-device"
 RESOURCE = "cltune"  # every cltune worker holds one: one setting at a time
+# Dask settings that cost a worker's CPU and buy a farm nothing (see farm._local_cluster).
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.scheduler.work-stealing": False}
 
 
 def kind_of(info) -> str:
     """Workers whose rows could share a results file share a kind: the device identity a file's
     header holds (device, platform, driver, target, compute units...)."""
-    from ..results.schema import device_identity
+    from ..core.records import device_identity
 
     ident = json.dumps(device_identity(info), sort_keys=True, default=str)
     return "cltune-kind-" + hashlib.sha1(ident.encode()).hexdigest()[:12]
@@ -126,7 +128,6 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print) -> N
     import dask
     from distributed import Worker
 
-    from .farm import QUIET
     from .worker import WorkerRunner
 
     runner = WorkerRunner(device)

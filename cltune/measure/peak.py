@@ -15,13 +15,12 @@ from datetime import datetime, timezone
 import numpy as np
 import pyopencl as cl
 
-from ..core.version import __version__
-from . import hostgemm
-from . import device as dev
 from ..core.errors import UserError
+from ..core.version import __version__
+from ..workloads import CL_STD, read_kernel
+from . import device as dev
+from . import hostgemm
 from .build import first_error_line
-from ..workloads import CL_STD
-from ..workloads import read_kernel
 
 WIDTHS = (1, 2, 4, 8, 16)
 CHAINS = (4, 8, 16)  # independent multiply-add chains per work-item (kernels/peak.cl)
@@ -153,11 +152,11 @@ BUILTIN_LAYER = dict(input_shape=(1, 512, 14, 14), weight_shape=(512, 512, 1, 1)
 def best_builtin(device_spec, info, repeat: int = 20) -> dict:
     """Our own built-in conv settings for this kind of device (`*_cpu` or `*_mali`, bound to its
     vector width) on a GEMM-shaped layer: {"setting", "gflops"} of the fastest verified one."""
-    from .backend import in_process
     from ..core.problem import Problem
     from ..core.records import Status, Timing
     from ..core.space import Setting
     from ..workloads import builtin_settings
+    from .backend import in_process
 
     suffix = "_cpu" if "CPU" in info.type else "_mali"
     runner = in_process(device_spec)

@@ -1,27 +1,23 @@
-"""Measure settings on one device: check limits, build, verify, warm up, time -> Measurement."""
+"""Measure settings on one device: build, verify, warm up, time -> Measurement. What a setting
+needs before its first launch is prepare.py; the problem's data and its check are data.py."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-import numpy as np
 import pyopencl as cl
 
-from . import device as dev
-from .backend import Capabilities
-from .build import Builder, first_error_line
-from ..core.device_values import bind_setting
 from ..core.errors import UserError
-from ..core.problem import Problem, reference_conv2d
 from ..core.records import Measurement, Round, Status, Timing
 from ..core.space import Setting
-from .verify import compare
-from ..workloads import get_family
-from ..workloads.buffers import upload
+from . import device as dev
+from .build import Builder, first_error_line
+from .data import open_data
+from .prepare import Prepared, build_requests, check_limits, prepare
+from .protocol import Capabilities
 
 # A device's first launches in a process run slow (up to 2x for about 50 ms of kernel time on PoCL,
 # however long the kernel): the first setting measured warms up at least this long.
@@ -32,34 +28,6 @@ def verification_timed(timing: Timing, device_ms: float) -> bool:
     """Whether a point's verification launch is timed (a two-window point's first window): when
     it is all the warm-up asked for, on a device past its first DEVICE_WARMUP_MS."""
     return timing.time_verification and timing.warmup <= 1 and device_ms >= DEVICE_WARMUP_MS
-
-
-@dataclass
-class Buffers:
-    """The problem's tensors on the device, and on the host for families that repack them."""
-
-    x: cl.Buffer
-    w: cl.Buffer
-    b: cl.Buffer
-    out: cl.Buffer
-    x_host: np.ndarray
-    w_host: np.ndarray
-    b_host: np.ndarray
-    out_nbytes: int
-    cache: dict = field(default_factory=dict)  # families keep repacked weights and scratch here
-
-
-@dataclass
-class Prepared:
-    """A setting ready to launch: its family, values, kernels and launches, or the reason it is not."""
-
-    setting: Setting
-    base: dict
-    family: object = None
-    params: dict | None = None
-    kernels: dict | None = None
-    launches: list | None = None
-    failed: Measurement | None = None
 
 
 class Runner:
@@ -78,9 +46,8 @@ class Runner:
         # Settings announced ahead are built with the current one, in one program (build.py).
         self.builder = Builder(self.ctx, batch=batch_builds)
         self.device_ms = 0.0  # kernel run time of every launch so far, from the profiling events
-        self._problem: Problem | None = None
-        self.bufs: Buffers | None = None
-        self.expected: np.ndarray | None = None
+        self._problem = None  # the problem whose data is loaded (None: given inputs, or none yet)
+        self.data = None  # data.open_data's: the problem's buffers, reference and check
 
     def configure(self, rtol: float, atol: float, seed: int, prebuild: bool | None = None,
                   modules: tuple = ()) -> None:
@@ -108,21 +75,20 @@ class Runner:
         return (time.perf_counter() - t0) * 1e3
 
     # Problem data ------------------------------------------------------------------------------
-    def load_problem(self, problem: Problem, inputs=None, reference: bool = True) -> None:
-        """Upload inputs (seeded random unless given) and compute the float64 reference once."""
+    def load_problem(self, problem, inputs=None, reference: bool = True) -> None:
+        """Upload inputs (seeded random unless given) and compute the reference once."""
         if inputs is None and problem == self._problem:
             return
-        self._check_fits(problem)
-        x, w, b = inputs if inputs is not None else problem.make_inputs(self.seed)
-        b = b if b is not None else np.zeros(problem.out_c, np.float32)
-        out_nbytes = 4 * math.prod(problem.output_shape)
-        self.bufs = Buffers(upload(self.ctx, x), upload(self.ctx, w), upload(self.ctx, b),
-                            cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
-        self.expected = None
-        if reference:
-            with self._host_blas():
-                self.expected = reference_conv2d(problem, x, w, b if problem.bias else None)
+        reason = problem.size_refusal(self.info)
+        if reason:
+            raise UserError(reason)
+        self.data = open_data(self.ctx, problem, self.seed, inputs, reference, self._host_blas)
         self._problem = problem if inputs is None else None
+
+    @property
+    def bufs(self):
+        """The loaded problem's buffers, as its families' launches take them."""
+        return self.data.bufs
 
     def _host_blas(self):
         """Host BLAS on one thread when the device is the CPU: OpenBLAS's threads busy-wait about
@@ -135,54 +101,13 @@ class Runner:
             return threadpool_limits(1, user_api="blas")
         return contextlib.nullcontext()
 
-    def _check_fits(self, problem: Problem) -> None:
-        reason = problem.size_refusal(self.info)
-        if reason:
-            raise UserError(reason)
+    # Preparing a setting (prepare.py) --------------------------------------------------------------
+    def _prepare(self, problem, setting: Setting, together=()) -> Prepared:
+        return prepare(self, problem, setting, together)
 
-    # Preparing a setting -------------------------------------------------------------------------
-    def _prepare(self, problem: Problem, setting: Setting, together=()) -> Prepared:
-        """Everything before the first launch; a failure comes back as a finished Measurement.
-        `together`: the (source, options) of settings coming soon, built in the same program."""
-        setting = bind_setting(setting, self.info)  # a built-in setting's device.* values
-        family = get_family(setting.family)
-        p = family.resolve(setting.values)
-        options = family.options(problem, p)
-        prep = Prepared(setting, dict(setting=setting, source_hash=family.source_hash(),
-                                      build_options=" ".join(options), **family.figures(problem, p)),
-                        family, p)
-        reason = family.reject_reason(problem, p, self.info)
-        if reason:
-            prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)
-            return prep
-        try:
-            built = self.builder.build(family.source(), options, together)
-            prep.base["build_ms"] = built.ms
-        except cl.Error as exc:
-            prep.failed = Measurement(status=Status.BUILD_ERROR, error=first_error_line(exc), **prep.base)
-            return prep
-        try:
-            prep.launches = family.plan(self.ctx, self.queue, problem, p, self.bufs)
-            prep.kernels = {name: built.kernel(name) for name in {la.kernel for la in prep.launches}}
-            reason = self.check_limits(prep.kernels, prep.launches)
-        except cl.Error as exc:
-            reason, status = first_error_line(exc), Status.LAUNCH_ERROR
-        else:
-            status = Status.INVALID
-        if reason:
-            prep.failed = Measurement(status=status, error=reason, **prep.base)
-        return prep
-
-    def build_requests(self, problem: Problem, settings) -> list[tuple[str, list[str]]]:
+    def build_requests(self, problem, settings) -> list[tuple[str, list[str]]]:
         """(source, options) of each of `settings` that can be built for the problem."""
-        out = []
-        for s in settings:
-            s = bind_setting(s, self.info)
-            family = get_family(s.family)
-            p = family.resolve(s.values)
-            if family.reject_reason(problem, p, self.info) is None:
-                out.append((family.source(), family.options(problem, p)))
-        return out
+        return build_requests(self.info, problem, settings)
 
     def prefetch(self, requests: list[tuple[str, list[str]]]) -> None:
         """Start building upcoming settings (their build_requests) in the background, when prebuild
@@ -193,25 +118,7 @@ class Runner:
             self.builder.prefetch(source, options, requests[i + 1:])
 
     def check_limits(self, kernels: dict, launches) -> str | None:
-        """Reject local sizes the device or the compiled kernel cannot hold, naming the limit."""
-        info = self.info
-        for la in launches:
-            k = kernels[la.kernel]
-            kwg = k.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device)
-            lmem = k.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, self.device)
-            if lmem > info.local_mem_bytes:
-                return f"{la.kernel}: local memory {lmem} B > device local memory {info.local_mem_bytes} B"
-            if la.local_size is None:
-                continue
-            for dim, (size, limit) in enumerate(zip(la.local_size, info.max_work_item_sizes)):
-                if size > limit:
-                    return f"{la.kernel}: local size {size} in dimension {dim} > max work-item size {limit}"
-            items = math.prod(la.local_size)
-            if items > info.max_work_group_size:
-                return f"{la.kernel}: work-group of {items} > device max work-group size {info.max_work_group_size}"
-            if items > kwg:
-                return f"{la.kernel}: work-group of {items} > kernel's CL_KERNEL_WORK_GROUP_SIZE {kwg}"
-        return None
+        return check_limits(self.device, self.info, kernels, launches)
 
     # Launching -----------------------------------------------------------------------------------
     def _enqueue(self, prep: Prepared) -> list:
@@ -259,28 +166,26 @@ class Runner:
                 rounds.append(r)
 
     def _verify_start(self, prep: Prepared) -> tuple:
-        """Enqueue the verification launch into a NaN-filled output and the copy of its result, and
-        return without waiting: the timed launches queue up right behind it (no idle device), and
-        the host compares while they run."""
-        cl.enqueue_fill_buffer(self.queue, self.bufs.out, np.float32(np.nan), 0, self.bufs.out_nbytes)
+        """Enqueue the verification launch into outputs filled so that an element nobody writes
+        fails, and the copies of its results, and return without waiting: the timed launches queue
+        up right behind it (no idle device), and the host compares while they run."""
+        self.data.before_verification(self.queue)
         events = self._enqueue(prep)
-        out = np.empty(self.bufs.out_nbytes // 4, np.float32)
-        return events, out, cl.enqueue_copy(self.queue, out, self.bufs.out, is_blocking=False)
+        outputs, copied = self.data.read(self.queue)
+        return events, outputs, copied
 
-    def _verify_end(self, problem: Problem, prep: Prepared, started, counted: bool = False) -> tuple:
+    def _verify_end(self, problem, prep: Prepared, started, counted: bool = False) -> tuple:
         """(the first launch's queued-to-end ms, ok, max error, message); `counted`: its kernel time
         is already in device_ms (it was a warm-up launch)."""
-        events, out, copied = started
+        events, outputs, copied = started
         copied.wait()
         first_ms = (events[-1].profile.end - events[0].profile.queued) * 1e-6
         if not counted:
             self.device_ms += sum(e.profile.end - e.profile.start for e in events) * 1e-6
         rtol, atol = prep.family.tolerance(problem, prep.params, self.rtol, self.atol)
-        ok, max_err = compare(out.reshape(problem.output_shape), self.expected, rtol, atol)
-        msg = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
-        return first_ms, ok, max_err, msg
+        return (first_ms, *self.data.check(outputs, rtol, atol))
 
-    def run_once(self, problem: Problem, setting: Setting) -> np.ndarray:
+    def run_once(self, problem, setting: Setting):
         """Compute the output with one setting (no verification, no timing): the API's path."""
         prep = self._prepare(problem, setting)
         if prep.failed:
@@ -289,11 +194,9 @@ class Runner:
                             f"{m.status}: {m.error}")
         for evt in self._enqueue(prep):
             evt.wait()
-        out = np.empty(problem.output_shape, np.float32)
-        cl.enqueue_copy(self.queue, out, self.bufs.out).wait()
-        return out
+        return self.data.result(self.queue)
 
-    def launcher(self, problem: Problem, setting: Setting):
+    def launcher(self, problem, setting: Setting):
         """A function that runs one complete inference with this setting, waits for it and returns
         its events (the race times the call on the host; benchmarks/pocl_affinity.py reads them)."""
         self.load_problem(problem)
@@ -308,7 +211,7 @@ class Runner:
             return events  # profiled: their start/end times are the launch's kernel time
         return call
 
-    def measure(self, problem: Problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
+    def measure(self, problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
         """Every failure becomes a Measurement with its status and first error line."""
         t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)
@@ -331,7 +234,7 @@ class Runner:
                            wall_ms=(time.perf_counter() - t_start) * 1e3,
                            device_ms=self.device_ms - device_start, **prep.base)
 
-    def measure_more(self, problem: Problem, firsts, timing: Timing) -> list[Measurement]:
+    def measure_more(self, problem, firsts, timing: Timing) -> list[Measurement]:
         """The next window of points whose earlier ones (`firsts`, ok) were measured before: more timed
         launches, without verification (each was verified in its first window), up to the window's
         share (Timing.window_timing) of what the launches of all windows need to satisfy `timing`.
@@ -356,7 +259,7 @@ class Runner:
                                device_ms=(m.device_ms or 0.0) + self.device_ms - device_start))
         return out
 
-    def measure_interleaved(self, problem: Problem, settings, timing: Timing) -> list[Measurement]:
+    def measure_interleaved(self, problem, settings, timing: Timing) -> list[Measurement]:
         """Re-measure several settings in rounds A B C A B C ... so drift hits all of them alike."""
         t_start, device_start = time.perf_counter(), self.device_ms
         self.load_problem(problem)

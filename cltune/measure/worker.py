@@ -17,9 +17,9 @@ import time
 import types
 import warnings
 
-from .backend import Capabilities
 from ..core.errors import UserError, first_line
 from ..core.records import Measurement, Status
+from .protocol import Capabilities
 
 START_TIMEOUT_S = 120.0  # opening the device and uploading the problem
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.errors import UserError, first_line
 from ..core.problem import Problem
-from .tables import Layer, Network
+from .network import Layer, Network
 
 REFUSED_OPS = ("ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv")
 

@@ -11,8 +11,8 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..results import rows as results
 from ..core.device_values import bind_config
+from ..results import rows as results
 from .replay import builtin_only, load_table
 from .run import NetOptions, _run_dir, open_sessions, task_state
 from .schedule import ident, transfer_candidates

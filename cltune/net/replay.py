@@ -18,9 +18,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..results import rows as results, schema
 from ..core.errors import UserError
 from ..core.space import Setting
+from ..results import rows as results
+from ..results import schema
 from ..search.sweep import Budget
 from .nearest import problem_from_key
 from .schedule import Scheduler, TaskState, ident, network_ms, own_order

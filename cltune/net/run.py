@@ -18,13 +18,21 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import config as cfgmod
-from ..results import rows as results
-from ..search import tune
 from ..core.device_values import bind_config
 from ..core.errors import UserError
 from ..core.paths import stamped_path
+from ..results import rows as results
+from ..search import tune
 from ..search.sweep import Budget
-from .schedule import POLICIES, Scheduler, TaskState, ident, neighbours, network_ms, own_order
+from .schedule import (
+    POLICIES,
+    Scheduler,
+    TaskState,
+    ident,
+    neighbours,
+    network_ms,
+    own_order,
+)
 from .tables import Network
 from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
 

@@ -7,7 +7,6 @@ ReLU/ReLU6, a 2x2 max-pool), exactly what the kernel families compute and fuse.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -17,24 +16,10 @@ else:  # pragma: no cover
 
 from ..core.errors import UserError, first_line
 from ..core.paths import data_dir
-from ..core.problem import Problem
+from .network import Layer, Network  # noqa: F401  (what a loaded table is made of)
 
 TOP_KEYS = {"name", "description", "source", "conv"}
 CONV_KEYS = {"name", "input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
-
-
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    problem: Problem
-
-
-@dataclass(frozen=True)
-class Network:
-    name: str
-    layers: tuple[Layer, ...]
-    source: str = ""  # where the layers came from: the model definition or the ONNX file
-    description: str = ""
 
 
 def bundled() -> dict[str, Path]:
@@ -65,13 +50,14 @@ def load(name_or_path: str) -> Network:
 
 
 def load_table(path: Path) -> Network:
-    from ..core.config import _Checker, _problem
+    from ..core.checker import Checker
+    from ..core.config_tables import problem_table
 
     try:
         data = tomllib.loads(Path(path).read_text())
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read a network table: {first_line(exc)}") from None
-    c = _Checker(str(path))
+    c = Checker(str(path))
     c.unknown(data, TOP_KEYS, "")
     convs = c.get(data, "conv", list, "", [], lambda v: len(v) > 0 and all(isinstance(e, dict) for e in v),
                   "a non-empty list of [[conv]] tables")
@@ -83,7 +69,7 @@ def load_table(path: Path) -> Network:
         if name in seen:
             c.fail(f"{where}name", f"duplicate layer name {name!r}")
         seen.add(name)
-        layers.append(Layer(name, _problem(c, {k: v for k, v in t.items() if k != "name"}, where)))
+        layers.append(Layer(name, problem_table(c, {k: v for k, v in t.items() if k != "name"}, where)))
     return Network(c.get(data, "name", str, "", Path(path).stem, expected="a string"), tuple(layers),
                    c.get(data, "source", str, "", "", expected="a string"),
                    c.get(data, "description", str, "", "", expected="a string"))

@@ -8,8 +8,8 @@ a second consumer) ends the epilogue.
 
 from __future__ import annotations
 
-from .tables import Layer, Network
 from ..core.problem import Problem
+from .network import Layer, Network
 
 
 def layers_of(model, input_shape=(1, 3, 224, 224)) -> list[Layer]:

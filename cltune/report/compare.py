@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import palette
 from ..results import runs
+from . import palette
 from .plots import family_legend, log_axis, new_figure, setting_ticks
 
 KEYS = ["problem", "setting"]

@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from ..core.version import __version__
-from . import compare, plots
-from ..results import peakstore, roofline, runs, schema
 from ..core.errors import UserError
+from ..core.version import __version__
+from ..results import peakstore, roofline, runs, schema
+from . import compare, plots
 
 CSS = """body{font-family:sans-serif;max-width:1100px;margin:1.5em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}

@@ -18,9 +18,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from . import palette
-from ..results import runs, schema  # noqa: E402
 from ..core.errors import UserError  # noqa: E402
+from ..results import runs, schema  # noqa: E402
+from . import palette
 
 FORMATS = (".png", ".svg")
 DPI = 110

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import rows as results, schema, store
 from ..core.errors import UserError
+from . import rows as results
+from . import schema, store
 
 NEEDED = ("device", "platform", "driver", "problem", "phase", "family", "setting", "params", "status",
           schema.TIME, "gflops", "build_options", "source_hash", "baseline", "time")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import schema
 from ..core.errors import UserError
 from ..core.records import Status
+from . import schema
 from .schema import COLUMNS, TEXT_COLUMNS
 
 if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import store
 from ..core.errors import UserError
 from ..core.paths import home  # noqa: F401  (peakstore.home() is where the store lives)
+from . import store
 
 
 def save(entry: dict) -> Path:

@@ -1,4 +1,4 @@
-"""Measurements -> rows; summary tables in pandas. The file itself: resultsfile.py."""
+"""Measurements -> rows; summary tables in pandas. The file itself: csvfile.py."""
 
 from __future__ import annotations
 
@@ -9,10 +9,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..core.records import Measurement, Status
 from ..core.version import __version__
 from . import roofline
-from ..core.records import Measurement, Status
-from .csvfile import MalformedLineWarning, ResultsFile, TruncatedLineWarning, load, save_device_info  # noqa: F401
+from .csvfile import (  # noqa: F401
+    MalformedLineWarning,
+    ResultsFile,
+    TruncatedLineWarning,
+    load,
+    save_device_info,
+)
 from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIME, TIMES  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import rows as results, schema
 from ..core.errors import UserError
+from . import rows as results
+from . import schema
 
 TIME = schema.TIME  # the kernel's own time: what speedups, ranks and progress are measured in
 DEVICE_COLUMNS = ("device", "platform", "driver", "target", "opencl_c", "compute_units", "max_clock_mhz")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from ..core.records import DEVICE_FIELDS, device_identity  # noqa: F401  (a header's device)
+
 SCHEMA_VERSION = 2  # 1: no header line (the columns only); 2: a `#cltune-results {json}` first line
 MAGIC = "#cltune-results"
 
@@ -37,16 +39,6 @@ TEXT_COLUMNS = ("time", "config", "device", "platform", "driver", "target", "ope
 BOOL_COLUMNS = ("noisy", "stopped_early")
 # What every reader needs; a CSV without these is not a cltune results file.
 REQUIRED = ("device", "platform", "driver", "problem", "setting", "params", "status", "run_ms_median")
-
-DEVICE_FIELDS = ("name", "vendor", "platform", "platform_version", "version", "driver", "target",
-                 "opencl_c", "compute_units")
-
-
-def device_identity(info) -> dict:
-    """The device and runtime (driver and code target) a file's rows were measured on: what must
-    match to resume it."""
-    return {f: getattr(info, f) for f in DEVICE_FIELDS if hasattr(info, f)}
-
 
 def make_header(config_name: str, problem_key: str, info) -> dict:
     from ..core.version import __version__

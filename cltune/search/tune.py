@@ -9,16 +9,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..results import rows as results, schema
 from ..core.config import SEED_MAX
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..core.records import Measurement, Timing
 from ..core.space import Setting
-from .sweep import Budget, Outcome, Sweep
+from ..measure.backend import DEFAULT_TIMEOUT_S
+from ..results import rows as results
+from ..results import schema
 from ..workloads import get_family
-
-DEFAULT_TIMEOUT_S = 600.0  # until the baseline's time is known
+from .sweep import Budget, Outcome, Sweep
 
 
 @dataclass
@@ -76,18 +76,10 @@ def default_timeout(baseline_wall_ms: float | None) -> float:
     return max(60.0, 10.0 * baseline_wall_ms / 1e3)
 
 
-def measuring(cfg, opts: Options) -> tuple[dict, float]:
-    """What a measuring backend (local, isolated or a farm's) takes from a config and the options: the
-    Runner's keyword arguments and the per-setting timeout."""
-    cfg = cfg.with_overrides(opts)
-    kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
-    return kwargs, cfg.timeout_s or DEFAULT_TIMEOUT_S
-
-
 def open_backend(cfg, opts: Options):
     """This machine's backend for a sweep of cfg: an isolated worker, or this process with
     --no-isolation (a farm's backends are made per device kind by farm.sweep)."""
-    from ..measure.backend import open_local
+    from ..measure.backend import measuring, open_local
 
     kwargs, timeout_s = measuring(cfg, opts)
     return open_local(opts.device, isolated=opts.isolation, modules=opts.modules, timeout_s=timeout_s, **kwargs)

@@ -2,30 +2,34 @@
 
 A family knows its parameters (the knobs of its template), which settings cannot run on a problem
 or device (`check`), the -D macros a setting compiles with (`defines`) and the launches that compute
-one conv2d (`launches`). It never times or verifies anything: measure.py does that for all of them.
-The base class lives in base.py and the buffer helpers in buffers.py; this module is the registry.
+one conv2d (`launches`). It never times or verifies anything: measure/ does that for all of them.
+The base class lives in base.py, launches in launch.py, buffer helpers in buffers.py, the registry
+in registry.py; this module loads the built-in families and looks them up.
 Nothing imported here needs OpenCL: a config can be loaded and checked without it.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from ..core.errors import UserError
-from .base import CL_STD, GENERIC_PARAMS, Family, Launch, Param, build_options, global_size, local_size, read_kernel, round_up  # noqa: F401
+from .base import (  # noqa: F401
+    CL_STD,
+    GENERIC_PARAMS,
+    Family,
+    Launch,
+    Param,
+    build_options,
+    global_size,
+    local_size,
+    read_kernel,
+    round_up,
+)
 from .buffers import cached, scratch  # noqa: F401  (for families that import them from here)
+from .registry import FAMILIES, register  # noqa: F401  (a user's module registers its families with it)
 
 # The built-in families' host modules, in the order cltune.settings() lists their families. Adding a
-# family: its kernel in kernels/, its host module here (calling register()), and its name below.
+# family: its kernel in kernels/, its host module here (calling register()), its name below and in
+# _load_builtin's import.
 BUILTIN = ("conv2d", "direct", "gemm", "winograd", "depthwise")
-
-FAMILIES: dict[str, Family] = {}
-
-
-def register(family: Family) -> Family:
-    FAMILIES[family.name] = family
-    return family
-
 
 def get_family(name: str) -> Family:
     _load_builtin()
@@ -52,8 +56,7 @@ def _rank(family: Family) -> int:
 
 
 def _load_builtin() -> None:
-    for name in BUILTIN:
-        importlib.import_module(f"{__name__}.{name}")  # each registers its families
+    from . import conv2d, depthwise, direct, gemm, winograd  # noqa: F401  (each registers its families)
     from .diagonalwise import wrap_standard_families
 
     wrap_standard_families()  # keep last: wraps every standard family imported above

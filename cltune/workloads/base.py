@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from ..core.errors import UserError
 from ..core.paths import data_dir
-
+from .launch import Launch, global_size, local_size, round_up  # noqa: F401  (families import them from here)
 
 CL_STD = "-cl-std=CL1.2"
 
@@ -30,17 +30,6 @@ class Param:
     doc: str
 
 
-@dataclass
-class Launch:
-    """One kernel enqueue of a setting; a setting's parts are timed separately and together."""
-
-    part: str
-    kernel: str
-    args: list
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...] | None
-
-
 # Knobs of every family. The local work size: all zero lets the driver choose (NULL). FUSE: how
 # many epilogue steps (bias, activation, 2x2 max-pool, in that order) the conv kernel applies in its
 # output write, as far as the family's kernel can; the rest run as separate kernels.
@@ -56,24 +45,6 @@ GENERIC_PARAMS = (
 # How a kernel's inner loop multiplies and adds (the MATH knob of conv2d, direct and the GEMMs).
 MATH_CODES = {"plain": 0, "mad": 1, "fma": 2}
 MATH_PARAM = Param("MATH", tuple(MATH_CODES), "plain", "multiply-add as a * b + c, mad() or fma()")
-
-
-def local_size(p: dict, ndim: int = 3) -> tuple[int, ...] | None:
-    sizes = (p.get("LWS_X", 0), p.get("LWS_Y", 0), p.get("LWS_Z", 0))[:ndim]
-    if not any(sizes):
-        return None
-    return tuple(max(1, int(v)) for v in sizes)
-
-
-def round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
-def global_size(work: tuple[int, ...], local: tuple[int, ...] | None) -> tuple[int, ...]:
-    """Cover every work-item: round each dimension up to the local size (OpenCL 1.2 needs it)."""
-    if local is None:
-        return tuple(max(1, w) for w in work)
-    return tuple(round_up(max(1, w), l) for w, l in zip(work, local))
 
 
 @dataclass

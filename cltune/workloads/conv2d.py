@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import register
 from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size
+from .registry import register
 
 # Ladder step -> the problem values it bakes in as macros (cumulative, as in the study).
 MACRO_STEPS = (

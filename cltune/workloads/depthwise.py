@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import register
 from .base import Family, Launch, Param, global_size, local_size
 from .buffers import scratch
+from .registry import register
 
 # Built-in settings: a CPU pick (float8 rows, row reuse, edge checks only in edge tiles; float8 on
 # AVX-512 too: there float16 rows won the stride-1 layers by about 8% and lost the stride-2 ones,

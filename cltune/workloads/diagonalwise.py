@@ -14,9 +14,9 @@ import dataclasses
 
 import numpy as np
 
-from . import FAMILIES, register
 from .base import Family
 from .buffers import upload
+from .registry import FAMILIES, register
 
 PREFIX = "diagonalwise_"
 WEIGHT_KEY = "diagonalwise_weight"

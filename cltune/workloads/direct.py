@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import register
-from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size, round_up
+from .base import (
+    MATH_CODES,
+    MATH_PARAM,
+    Family,
+    Launch,
+    Param,
+    global_size,
+    local_size,
+    round_up,
+)
 from .buffers import cached, scratch, upload
+from .registry import register
 
 MAX_ACCUMULATORS = 512  # floats per work-item: beyond AVX-512's 32 x 16 no register file holds a block
 INDEX_LIMIT = 1 << 31  # the kernel indexes with int

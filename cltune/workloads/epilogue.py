@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .base import Launch, round_up
 from .buffers import cached, scratch, upload
+from .launch import Launch, round_up
 
 STEPS = ("bias", "act", "pool")  # the order they apply in; FUSE counts a prefix of it
 ACT_CODES = {"none": 0, "relu": 1, "relu6": 2}

@@ -11,10 +11,20 @@ when TN is a multiple of 4 (the columns then run over the pooling windows' pixel
 from __future__ import annotations
 
 import numpy as np
-from . import register
+
 from .base import MATH_CODES, MATH_PARAM, Family, Launch, Param, global_size, local_size
 from .buffers import cached, scratch, upload
-from .gemm_layout import col_elems, gemm_cols, group_dims, is_pointwise, kpad, local_bytes, n_tiles, pack_weights
+from .gemm_layout import (
+    col_elems,
+    gemm_cols,
+    group_dims,
+    is_pointwise,
+    kpad,
+    local_bytes,
+    n_tiles,
+    pack_weights,
+)
+from .registry import register
 
 INT_LIMIT = 2**31 - 1  # the kernels index with 32-bit ints
 NHWC_BLOCK = 8  # channels and pixels per work-item of nhwc.cl's to_nhwc

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import register
 from .base import Family, Launch, Param, global_size, local_size
 from .buffers import cached, scratch, upload
+from .registry import register
 
 # Y = A^T [(G g G^T) * (B^T d B)] A, per tile of TILE x TILE outputs from an ALPHA x ALPHA patch.
 BT = {

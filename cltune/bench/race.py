@@ -1,0 +1,119 @@
+"""The race: contenders (cltune settings, numpy's im2col + BLAS, torch) called side by side in one
+process, in interleaved rounds, each call timed on the host clock. `cltune bench` and `cltune net`
+race their tuned kernels with it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..core.problem import Problem, epilogue_reference
+
+
+@dataclass
+class Contender:
+    name: str  # "cltune:<family>", "numpy", "torch"
+    call: Callable[[], object]
+    family: str = ""
+    setting: str = ""
+    params: str = ""
+
+
+def numpy_conv2d(p: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """im2col + one BLAS matmul per group, float32 throughout: the classic CPU baseline."""
+    xp = np.pad(x, ((0, 0), (0, 0), (p.pad_h, p.pad_h), (p.pad_w, p.pad_w)))
+    win = np.lib.stride_tricks.sliding_window_view(
+        xp, ((p.filter_h - 1) * p.dilation_h + 1, (p.filter_w - 1) * p.dilation_w + 1), axis=(2, 3))
+    win = win[:, :, ::p.stride_h, ::p.stride_w, ::p.dilation_h, ::p.dilation_w][:, :, :p.out_h, :p.out_w]
+    g, cg, kg = p.groups, p.in_c // p.groups, p.out_c // p.groups
+    cols = win.reshape(p.batch, g, cg, p.out_h, p.out_w, p.filter_h, p.filter_w)
+    cols = cols.transpose(1, 2, 5, 6, 0, 3, 4).reshape(g, cg * p.filter_h * p.filter_w, -1)
+    out = np.matmul(w.reshape(g, kg, -1), cols)  # [G, Kg, N*OH*OW]
+    out = out.reshape(p.out_c, p.batch, p.out_h, p.out_w).transpose(1, 0, 2, 3)
+    if b is not None:
+        out = out + b[None, :, None, None]
+    return np.ascontiguousarray(epilogue_reference(p, out))
+
+
+def torch_contender(p: Problem, x, w, b) -> Contender | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+    bt = torch.from_numpy(b) if b is not None else None
+    kw = dict(stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
+              dilation=(p.dilation_h, p.dilation_w), groups=p.groups)
+
+    F = torch.nn.functional
+    act = {"relu": F.relu, "relu6": F.relu6}.get(p.activation)
+    # Into an output allocated once, as cltune's kernels write theirs: a fresh output per call made
+    # torch's time depend on the heap's history (0.36 or 0.88 ms for the same 1x1 conv on
+    # [1,32,112,112], one or the other for a whole process); into its own output, 0.41 ms in every one.
+    conv_out = getattr(torch.ops.aten.convolution, "out", None)
+    if conv_out is None:  # a torch without it: a fresh output per call
+        def conv():
+            return F.conv2d(xt, wt, bt, **kw)
+    else:
+        yt = torch.empty(p.batch, p.out_c, p.out_h, p.out_w)
+        args = (list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), False, [0, 0], p.groups)
+
+        def conv():
+            return conv_out(xt, wt, bt, *args, out=yt)
+
+    def call():
+        with torch.no_grad():
+            y = conv()
+            y = act(y, inplace=True) if act else y
+            return F.max_pool2d(y, 2) if p.pool == 2 else y
+    return Contender("torch", call)
+
+
+def keep_freed_memory() -> bool:
+    """Keep freed memory in the process (glibc's malloc: no trimming, no fresh mmap for blocks up to
+    32 MiB), so what numpy and torch allocate on every call (numpy's temporaries and output, torch's
+    internal buffers) reuses pages instead of faulting fresh ones in; cltune's kernels write into
+    buffers allocated once. On a 2-core VM torch's 1x1 conv on [1,32,112,112], with a fresh output
+    per call, took 2.7 ms with 1,900 page faults a call and 0.36 ms with none. Returns whether it
+    applied (glibc only; elsewhere the race runs as it is)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(mallopt(m_mmap_threshold, 32 << 20)) and bool(mallopt(m_trim_threshold, 1 << 30))
+
+
+def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float = 0.15) -> dict[str, list[float]]:
+    """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Before its timed
+    calls each contender runs untimed for `warm_s`: thread pools keep spinning after a call (OpenBLAS
+    for about 0.1 s) and would slow whoever runs next, while a contender whose own threads went to
+    sleep would pay their wake-up; this time-based warm-up lets the one fade and the other wake."""
+    return race_groups([contenders], rounds, block, warm_s)[0]
+
+
+def race_groups(groups: list[list[Contender]], rounds: int, block: int = 5,
+                warm_s: float = 0.15) -> list[dict[str, list[float]]]:
+    """`race` over several groups (a suite's layers) at once: each round visits every group, so each
+    group's calls spread over the whole race rather than a few seconds of it. A slow phase of a
+    shared machine (memory-bound layers ran torch 1.3-2x slow for several seconds at a time) then
+    costs a group some of its rounds, not all of them."""
+    times = [{c.name: [] for c in group} for group in groups]
+    for _ in range(rounds):
+        for group, out in zip(groups, times):
+            for c in group:
+                end = time.perf_counter() + warm_s
+                c.call()
+                while time.perf_counter() < end:
+                    c.call()
+                for _ in range(block):
+                    t0 = time.perf_counter()
+                    c.call()
+                    out[c.name].append((time.perf_counter() - t0) * 1e3)
+    return times

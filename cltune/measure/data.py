@@ -1,0 +1,83 @@
+"""A problem's data on the device: its inputs uploaded once, its outputs, the reference they are
+checked against, and the check itself. The Runner times settings; what it verifies with is here,
+one class per kind of problem (`open_data` picks it by the problem's type)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyopencl as cl
+
+from ..core.problem import Problem, reference_conv2d
+from .verify import compare
+
+
+@dataclass
+class Buffers:
+    """A conv problem's tensors on the device, and on the host for families that repack them."""
+
+    x: cl.Buffer
+    w: cl.Buffer
+    b: cl.Buffer
+    out: cl.Buffer
+    x_host: np.ndarray
+    w_host: np.ndarray
+    b_host: np.ndarray
+    out_nbytes: int
+    cache: dict = field(default_factory=dict)  # families keep repacked weights and scratch here
+
+
+class ConvData:
+    """A conv2d problem (core.problem.Problem): x, w, b in, one float32 output checked against
+    a float64 reference computed on the host."""
+
+    def __init__(self, ctx, problem: Problem, seed: int, inputs=None, reference: bool = True,
+                 host_blas=contextlib.nullcontext):
+        from ..workloads.buffers import upload
+
+        self.problem = problem
+        x, w, b = inputs if inputs is not None else problem.make_inputs(seed)
+        b = b if b is not None else np.zeros(problem.out_c, np.float32)
+        out_nbytes = 4 * math.prod(problem.output_shape)
+        self.bufs = Buffers(upload(ctx, x), upload(ctx, w), upload(ctx, b),
+                            cl.Buffer(ctx, cl.mem_flags.READ_WRITE, out_nbytes), x, w, b, out_nbytes)
+        self.expected = None
+        if reference:
+            with host_blas():
+                self.expected = reference_conv2d(problem, x, w, b if problem.bias else None)
+
+    def before_verification(self, queue) -> None:
+        """Fill the output with NaN, so an element no work-item writes fails the check."""
+        cl.enqueue_fill_buffer(queue, self.bufs.out, np.float32(np.nan), 0, self.bufs.out_nbytes)
+
+    def read(self, queue) -> tuple[list, object]:
+        """The outputs' host copies, enqueued without waiting, and the event of the last copy."""
+        out = np.empty(self.bufs.out_nbytes // 4, np.float32)
+        return [out], cl.enqueue_copy(queue, out, self.bufs.out, is_blocking=False)
+
+    def check(self, outputs: list, rtol: float, atol: float) -> tuple[bool, float, str]:
+        """(ok, max abs error, message) of the outputs `read` copied, once their copy is done."""
+        ok, max_err = compare(outputs[0].reshape(self.problem.output_shape), self.expected, rtol, atol)
+        msg = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
+        return ok, max_err, msg
+
+    def result(self, queue) -> np.ndarray:
+        """The output as it is now, waited for (the API's path)."""
+        out = np.empty(self.problem.output_shape, np.float32)
+        cl.enqueue_copy(queue, out, self.bufs.out).wait()
+        return out
+
+
+# Problem type -> the class of its data; a kind of problem that is not a conv adds itself here.
+KINDS: dict = {Problem: ConvData}
+
+
+def open_data(ctx, problem, seed: int, inputs=None, reference: bool = True, host_blas=contextlib.nullcontext):
+    """The data of `problem` on the device of ctx."""
+    for kind, cls in KINDS.items():
+        if isinstance(problem, kind):
+            return cls(ctx, problem, seed, inputs, reference, host_blas)
+    raise TypeError(f"no device data for a problem of type {type(problem).__name__}")
