@@ -13,7 +13,7 @@ from .core.version import __version__
 # unless the user set it.
 _os.environ.setdefault("POCL_AFFINITY", "1")
 
-__all__ = ["__version__", "best_setting", "conv2d", "settings"]
+__all__ = ["__version__", "best_setting", "conv2d", "settings", "tune_kernel"]
 
 
 def __getattr__(name: str):
@@ -23,6 +23,10 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name == "tune_kernel":
+        from .kernel_api import tune_kernel
+
+        return tune_kernel
     raise AttributeError(f"module 'cltune' has no attribute {name!r}")
 
 

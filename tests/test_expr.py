@@ -18,15 +18,20 @@ from cltune.core.expr import ExprError, parse
     ("(LWS_X == 0) == (LWS_Y == 0)", {"LWS_X": 0, "LWS_Y": 4}, False),
     ("not not 3 >= 3.5", {}, False),
     ("in_c % 4 == 0", {"in_c": 12}, True),
+    # Kernel Tuner's restrictions and a user kernel's launch geometry need these too
+    ("(N + B - 1) // B * B", {"N": 100, "B": 32}, 128),
+    ("2 ** K ** 2", {"K": 2}, 16),  # right-associative, as in Python
+    ("-2 ** 2", {}, -4),
+    ("max(TX, 4) * min(2, TY) + ceil(N / 3) + floor(7 / 2) + abs(-1)", {"TX": 2, "TY": 8, "N": 10}, 16),
 ])
 def test_evaluates_like_arithmetic(text, env, expected):
     assert parse(text)(env) == expected
 
 
 @pytest.mark.parametrize("text", [
-    "__import__('os').system('true')",  # calls are not in the language
+    "__import__('os').system('true')",  # calls are not in the language, but for min/max/ceil/floor/abs
     "A.__class__",                       # attribute access
-    "[A for A in B]", "A ** 2", "A // 2", "lambda: 1", "A if B else C", "A; B", "A = 1",
+    "[A for A in B]", "print(A)", "max(A", "max A", "lambda: 1", "A if B else C", "A; B", "A = 1",
     "A < B < C",                         # chained comparison: ambiguous, refused
     "(A + 1", "A +", "", "   ", "A and", "1 2", "'unterminated",
 ])
@@ -77,3 +82,9 @@ def test_device_values_are_names_and_nothing_else_may_be_dotted():
     for text in ("A.__class__", "device.vector_width.real", "x.device"):
         with pytest.raises(ExprError):
             parse(text)
+
+
+def test_a_huge_power_is_an_error_not_a_hang():
+    """Guards against `2 ** 10 ** 9` in a config taking the machine's memory."""
+    with pytest.raises(OverflowError):
+        parse("2 ** 10 ** 9")({})

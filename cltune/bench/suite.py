@@ -16,6 +16,7 @@ import pandas as pd
 from ..core.errors import UserError
 from ..core.paths import slug, stamped_path
 from ..core.problem import Problem
+from ..core.records import TIMED
 from ..results import rows as results
 from ..results import schema
 from ..search import tune
@@ -67,7 +68,7 @@ def best_per_family(csv_path: Path, k: int = 1) -> dict[str, list[dict]]:
     """The k fastest verified rows of each family in a tuning results file, fastest first, from its
     interleaved re-ranking when the family has ok rows there."""
     rows = results.load(csv_path).to_dict("records")
-    families = sorted({r["family"] for r in rows if r["status"] == schema.OK})
+    families = sorted({r["family"] for r in rows if r["status"] in TIMED})
     return {f: schema.ranked([r for r in rows if r["family"] == f], rerank_first=True)[:k] for f in families}
 
 

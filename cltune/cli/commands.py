@@ -147,7 +147,8 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         cfg = bind_config(cfg, info)
         click.echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.opencl_c}, "
                    f"{info.compute_units} compute units, {info.max_clock_mhz} MHz; {describe(info)})")
-        click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
+        click.echo(f"problem: {cfg.problem.describe()}"
+                   + (f", {cfg.problem.flops / 1e9:.3f} GFLOP" if cfg.problem.flops else ""))
         table = SweepTable([s.name for s in cfg.settings], Progress(tune.expected_rows(cfg, opts)))
         result = tune.run(cfg, opts, table.row, backend=backend)
         table.done()

@@ -36,7 +36,8 @@ def farm_sweep(cfg, opts) -> None:
     if opts.device is not None and not spec.strip().startswith("local:"):
         raise UserError(f"--device picks this machine's device; the workers of {spec} picked theirs "
                         "(cltune worker SCHEDULER --device D)")
-    click.echo(f"problem: {cfg.problem.describe()}, {cfg.problem.flops / 1e9:.3f} GFLOP")
+    click.echo(f"problem: {cfg.problem.describe()}"
+                   + (f", {cfg.problem.flops / 1e9:.3f} GFLOP" if cfg.problem.flops else ""))
 
     def on_kind(kind, kind_opts):
         if kind_opts is None:

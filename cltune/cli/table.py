@@ -9,6 +9,7 @@ import time
 
 import click
 
+from ..core.records import TIMED
 from ..results import schema
 
 STATUS_WIDTH = 12
@@ -26,7 +27,7 @@ def row_line(row: dict, width: int) -> str:
             f"{num('total_ms_median')} {gf}")
     if row.get("parts_run_ms"):
         text += f"  ({row['parts_run_ms']})"
-    if row["status"] != "ok":
+    if row["status"] not in TIMED:
         text += f"  {row['error']}"
     return text
 
@@ -89,7 +90,7 @@ class Progress:
 
 
 def print_outcome(result, cfg) -> None:
-    failed = [r["setting"] for r in result.rows if r["status"] != "ok" and r["phase"] == "search"]
+    failed = [r["setting"] for r in result.rows if r["status"] not in TIMED and r["phase"] == "search"]
     if result.ranking:
         best = result.ranking[0]
         speedup = ""
@@ -101,7 +102,7 @@ def print_outcome(result, cfg) -> None:
         ranked = sorted(per_family.items(), key=lambda kv: kv[1][schema.TIME])
         click.echo("best of each family (first pass): "
                    + ", ".join(f"{fam} {r[schema.TIME]:.3f} ms" for fam, r in ranked))
-    timing = timing_line([r for r in result.rows if r["phase"] == "search" and r["status"] == "ok"])
+    timing = timing_line([r for r in result.rows if r["phase"] == "search" and r["status"] in TIMED])
     if timing:
         click.echo(timing)
     shown = ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else "")

@@ -26,7 +26,8 @@ from .records import Timing
 from .space import Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
-TOP_KEYS = {"name", "description", "problem", "run", "setting", "space", "layer"}
+TOP_KEYS = {"name", "description", "problem", "kernel", "run", "setting", "space", "layer"}
+DEFAULT_STRATEGY = "exhaustive"  # of a config's spaces, when neither it nor the command names one
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
             "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s", "windows"}
@@ -122,10 +123,60 @@ def parse(data: dict, path: str = "<config>") -> Config:
     name = c.get(data, "name", str, "", Path(path).stem, is_name, NAME)
     description = c.get(data, "description", str, "", "", expected="a string")
     layers = layer_tables(c, data)
-    table = c.get(data, "problem", dict, "", None if layers else REQUIRED, expected="a [problem] table")
-    problem = problem_table(c, table) if table is not None else layers[0][2]
+    kernel = c.get(data, "kernel", dict, "", None, expected="a [kernel] table (a kernel of your own)")
+    if kernel is not None:
+        if "problem" in data or layers:
+            c.fail("kernel", "a config tunes either its own [kernel] or a conv [problem] (or [[layer]]s), not both")
+        from ..workloads.kernel import register_problem
+        from .kernel_table import parse_kernel
+
+        problem = parse_kernel(c, kernel, Path(path).resolve().parent)
+        register_problem(problem)  # its settings' and spaces' family
+    else:
+        table = c.get(data, "problem", dict, "", None if layers else REQUIRED, expected="a [problem] table")
+        problem = problem_table(c, table) if table is not None else layers[0][2]
     run = c.get(data, "run", dict, "", {}, expected="a [run] table")
     c.unknown(run, RUN_KEYS, "run.")
+    pos_int = lambda v: v >= 1  # noqa: E731
+    nonneg = lambda v: v >= 0  # noqa: E731
+    fnonneg = finite(nonneg)
+    positive = finite(lambda v: v > 0)
+    timing = run_timing(c, run)
+    rtol = float(c.get(run, "rtol", (int, float), "run.", 1e-3, fnonneg, "a finite number >= 0"))
+    atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, fnonneg, "a finite number >= 0"))
+    seed = c.get(run, "seed", int, "run.", 0, lambda v: 0 <= v <= SEED_MAX, f"an int in [0, {SEED_MAX}]")
+    family = problem.family if kernel is not None else None  # a kernel's settings and spaces are its own
+    settings = setting_tables(c, data, family)
+    spaces = space_tables(c, data, problem, whole=not layers, default_family=family)
+    if kernel is not None:
+        from .kernel_table import check_names
+
+        check_names(c, problem, {k for s in settings for k in s.values} | {k for sp in spaces for k, _ in sp.params})
+    names = [s.name for s in settings]
+    baseline = c.get(run, "baseline", str, "run.", names[0] if names else None, expected="a setting name")
+    if baseline is not None and baseline not in names:
+        c.fail("run.baseline", f"expected the name of a [[setting]] ({', '.join(names) or 'none defined'}), "
+                               f"got {baseline!r}")
+    if not settings and not spaces:
+        c.fail("setting", "expected at least one [[setting]] or [[space]]")
+    from ..search import strategies
+
+    strategy = c.get(run, "strategy", str, "run.", DEFAULT_STRATEGY, lambda v: v in strategies.STRATEGIES,
+                     f"one of {', '.join(sorted(strategies.STRATEGIES))}")
+    search = dict(
+        spaces=tuple(spaces), strategy=strategy,
+        budget=c.get(run, "budget", int, "run.", None, pos_int, "an int >= 1 (settings per space)"),
+        time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, positive, "a finite number > 0"),
+        rerank=c.get(run, "rerank", int, "run.", 3, nonneg, "an int >= 0"),
+        rerank_repeat=c.get(run, "rerank_repeat", int, "run.", 10, pos_int, "an int >= 1"),
+        timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, positive, "a finite number > 0"),
+    )
+    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
+                  **search, layers=tuple(layers))
+
+
+def run_timing(c: Checker, run: dict) -> Timing:
+    """How a [run] table times each setting (its defaults where it says nothing)."""
     pos_int = lambda v: v >= 1  # noqa: E731
     nonneg = lambda v: v >= 0  # noqa: E731
     fnonneg = finite(nonneg)
@@ -148,29 +199,9 @@ def parse(data: dict, path: str = "<config>") -> Config:
                                               "an int >= 1"))
     if timing.max_repeat < timing.repeat:
         c.fail("run.max_repeat", f"expected >= run.repeat ({timing.repeat}), got {timing.max_repeat}")
-    rtol = float(c.get(run, "rtol", (int, float), "run.", 1e-3, fnonneg, "a finite number >= 0"))
-    atol = float(c.get(run, "atol", (int, float), "run.", 1e-3, fnonneg, "a finite number >= 0"))
-    seed = c.get(run, "seed", int, "run.", 0, lambda v: 0 <= v <= SEED_MAX, f"an int in [0, {SEED_MAX}]")
-    settings = setting_tables(c, data)
-    spaces = space_tables(c, data, problem, whole=not layers)
-    names = [s.name for s in settings]
-    baseline = c.get(run, "baseline", str, "run.", names[0] if names else None, expected="a setting name")
-    if baseline is not None and baseline not in names:
-        c.fail("run.baseline", f"expected the name of a [[setting]] ({', '.join(names) or 'none defined'}), "
-                               f"got {baseline!r}")
-    if not settings and not spaces:
-        c.fail("setting", "expected at least one [[setting]] or [[space]]")
-    from ..search import strategies
+    return timing
 
-    strategy = c.get(run, "strategy", str, "run.", "exhaustive", lambda v: v in strategies.STRATEGIES,
-                     f"one of {', '.join(sorted(strategies.STRATEGIES))}")
-    search = dict(
-        spaces=tuple(spaces), strategy=strategy,
-        budget=c.get(run, "budget", int, "run.", None, pos_int, "an int >= 1 (settings per space)"),
-        time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, positive, "a finite number > 0"),
-        rerank=c.get(run, "rerank", int, "run.", 3, nonneg, "an int >= 0"),
-        rerank_repeat=c.get(run, "rerank_repeat", int, "run.", 10, pos_int, "an int >= 1"),
-        timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, positive, "a finite number > 0"),
-    )
-    return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
-                  **search, layers=tuple(layers))
+
+def default_timing() -> Timing:
+    """A config's timing when its [run] table says nothing (what tune_kernel uses)."""
+    return run_timing(Checker("<defaults>"), {})

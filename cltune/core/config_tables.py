@@ -8,7 +8,7 @@ from .device_refs import NAMES as DEVICE_NAMES
 from .device_refs import check_ref, is_ref
 from .errors import UserError
 from .problem import ACTIVATIONS, Problem
-from .space import PROBLEM_NAMES, Setting, Space
+from .space import Setting, Space
 
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 SETTING_KEYS = {"name", "family", "params", "builtin"}
@@ -63,7 +63,8 @@ def problem_table(c: Checker, t: dict, where: str = "problem.") -> Problem:
         c.fail(where.rstrip("."), str(exc))
 
 
-def setting_tables(c: Checker, data: dict) -> list[Setting]:
+def setting_tables(c: Checker, data: dict, default_family: str | None = None) -> list[Setting]:
+    """[[setting]]s; `default_family`: the one they default to (a user kernel's), else conv2d."""
     from ..workloads import builtin_settings, get_family
 
     out = []
@@ -76,7 +77,8 @@ def setting_tables(c: Checker, data: dict) -> list[Setting]:
                                           f"family or params beside it, got {named!r}")
             out.append(Setting.make(name, *known[named]))
             continue
-        family_name = c.get(entry, "family", str, where, DEFAULT_FAMILY, expected="a kernel family name")
+        family_name = c.get(entry, "family", str, where, default_family or DEFAULT_FAMILY,
+                            expected="a kernel family name")
         try:
             family = get_family(family_name)
         except UserError as exc:
@@ -94,7 +96,9 @@ def setting_tables(c: Checker, data: dict) -> list[Setting]:
     return out
 
 
-def space_tables(c: Checker, data: dict, problem, whole: bool = True) -> list[Space]:
+def space_tables(c: Checker, data: dict, problem, whole: bool = True,
+                 default_family: str | None = None) -> list[Space]:
+    """[[space]]s; `default_family`: the one a space without `family` tunes (a user kernel's)."""
     from ..workloads import get_family
     from .expr import ExprError, parse
 
@@ -104,7 +108,8 @@ def space_tables(c: Checker, data: dict, problem, whole: bool = True) -> list[Sp
     for i, entry in enumerate(entries):
         where = f"space[{i}]."
         c.unknown(entry, SPACE_KEYS, where)
-        family_name = c.get(entry, "family", str, where, REQUIRED, expected="a kernel family name")
+        family_name = c.get(entry, "family", str, where, default_family or REQUIRED,
+                            expected="a kernel family name")
         try:
             family = get_family(family_name)
         except UserError as exc:
@@ -113,7 +118,7 @@ def space_tables(c: Checker, data: dict, problem, whole: bool = True) -> list[Sp
                       "a non-empty table of parameter value lists")
         params = [(key, space_values(c, family, f"{where}params.{key}", key, values))
                   for key, values in table.items()]
-        known = set(table) | set(PROBLEM_NAMES) | set(DEVICE_NAMES)
+        known = set(table) | set(problem.env()) | set(DEVICE_NAMES)
         constraints = []
         for cname, text in c.get(entry, "constraints", dict, where, {}, expected="a table of named expressions").items():
             if not isinstance(text, str):

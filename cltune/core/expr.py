@@ -7,25 +7,39 @@ Grammar (lowest precedence first):
     not    := "not" not | cmp
     cmp    := sum (("==" | "!=" | "<" | "<=" | ">" | ">=") sum)?
     sum    := term (("+" | "-") term)*
-    term   := unary (("*" | "/" | "%") unary)*
-    unary  := "-" unary | atom
-    atom   := NUMBER | 'STRING' | "STRING" | NAME | "(" expr ")"
+    term   := unary (("*" | "/" | "//" | "%") unary)*
+    unary  := "-" unary | power
+    power  := atom ("**" unary)?
+    atom   := NUMBER | 'STRING' | "STRING" | NAME | FUNC "(" expr ("," expr)* ")" | "(" expr ")"
     NAME   := identifier | "device." identifier    (a device's values: see device_values.py)
+    FUNC   := min | max | ceil | floor | abs
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from dataclasses import dataclass
 
 TOKEN = re.compile(r"""\s*(?:(?P<num>\d+\.\d*|\.\d+|\d+)|(?P<str>'[^']*'|"[^"]*")|(?P<name>device\.[A-Za-z_]\w*|[A-Za-z_]\w*)
-                       |(?P<op>==|!=|<=|>=|[-+*/%<>()]))""", re.VERBOSE)
+                       |(?P<op>==|!=|<=|>=|//|\*\*|[-+*/%<>(),]))""", re.VERBOSE)
 KEYWORDS = {"and", "or", "not"}
 BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-          "%": operator.mod, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+          "//": operator.floordiv, "%": operator.mod, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
           "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 COMPARE = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def _power(base, exponent):
+    """`**`, refusing exponents that would take the machine's memory (2 ** 10 ** 9)."""
+    if abs(exponent) > 64:
+        raise OverflowError(f"exponent {exponent} is too large")
+    return base ** exponent
+
+
+BINARY["**"] = _power
+FUNCTIONS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor, "abs": abs}
 
 
 class ExprError(ValueError):
@@ -106,12 +120,15 @@ class _Parser:
         return self.binary(("+", "-"), self.term)
 
     def term(self):
-        return self.binary(("*", "/", "%"), self.unary)
+        return self.binary(("*", "/", "//", "%"), self.unary)
 
     def unary(self):
         if self.take("-"):
             return ("neg", self.unary())
-        return self.atom()
+        base = self.atom()
+        if self.take("**"):
+            return ("**", base, self.unary())
+        return base
 
     def atom(self):
         kind, value = self.peek()
@@ -120,6 +137,13 @@ class _Parser:
             return ("lit", value)
         if kind == "name":
             self.i += 1
+            if value in FUNCTIONS and self.take("("):
+                args = [self.or_()]
+                while self.take(","):
+                    args.append(self.or_())
+                if not self.take(")"):
+                    raise ExprError(f"missing ')' after the arguments of {value}()")
+                return ("call", value, tuple(args))
             return ("name", value)
         if self.take("("):
             inner = self.or_()
@@ -150,6 +174,9 @@ def parse(text: str, known: set[str] | None = None) -> Expr:
 def _names(tree):
     if tree[0] == "name":
         yield tree[1]
+    elif tree[0] == "call":
+        for sub in tree[2]:
+            yield from _names(sub)
     elif tree[0] == "chain":
         yield from _names(tree[1])
         for _, sub in tree[2]:
@@ -169,6 +196,8 @@ def _eval(tree, env):
         return -_eval(tree[1], env)
     if op == "not":
         return not _eval(tree[1], env)
+    if op == "call":
+        return FUNCTIONS[tree[1]](*(_eval(sub, env) for sub in tree[2]))
     if op == "chain":
         value = _eval(tree[1], env)
         for name, sub in tree[2]:

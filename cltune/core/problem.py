@@ -145,6 +145,21 @@ class Problem:
                 f"{'' if self.activation == 'none' else '_' + self.activation}"
                 f"{'_pool2' if self.pool == 2 else ''}")
 
+    # Names the constraints of a space may use (space.problem_env).
+    ENV_NAMES = ("batch", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "filter_h", "filter_w",
+                 "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups", "pool")
+
+    def env(self) -> dict:
+        """The problem's values under the names expressions use."""
+        return {name: getattr(self, name) for name in self.ENV_NAMES}
+
+    def row_fields(self) -> dict:
+        """The problem's own columns of a results row."""
+        return {"input_shape": "x".join(map(str, self.input_shape)),
+                "weight_shape": "x".join(map(str, self.weight_shape)),
+                "stride": f"{self.stride_h}x{self.stride_w}", "padding": f"{self.pad_h}x{self.pad_w}",
+                "dilation": f"{self.dilation_h}x{self.dilation_w}", "groups": self.groups}
+
     def size_refusal(self, info) -> str | None:
         """Why the device cannot hold this problem's buffers (max allocation, global memory), or None.
         Sizes are Python ints, so a shape of 2**32 x 2**32 is refused rather than wrapping to 0."""

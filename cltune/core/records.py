@@ -18,9 +18,21 @@ class Status(str, Enum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     ERROR = "error"  # an exception in cltune's host code for this setting: its type and message in `error`
+    OUT_OF_BOUNDS = "out_of_bounds"  # a user kernel wrote into a guard band around an argument (named in `error`)
+    UNVERIFIED = "unverified"  # ran and was timed; no reference to check it against (a user kernel without one)
 
     def __str__(self) -> str:
         return self.value
+
+
+# The statuses whose time counts: ranked, re-ranked, a strategy's cost. `unverified` rows only come
+# from a user kernel without a reference, whose every row is unverified.
+TIMED = (Status.OK.value, Status.UNVERIFIED.value)
+
+
+def timed(status) -> bool:
+    """Whether a row or measurement of this status has a time that ranks."""
+    return str(status) in TIMED
 
 
 @dataclass(frozen=True)

@@ -48,14 +48,10 @@ def auto_name(family: str, params: dict) -> str:
 
 LIST_LIMIT = 100_000  # a space with more points is sampled, never listed
 
-PROBLEM_NAMES = ("batch", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w", "filter_h", "filter_w",
-                 "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups",
-                 "pool")
-
-
 def problem_env(problem) -> dict:
-    """The problem's values under the names constraint expressions use."""
-    return {name: getattr(problem, name) for name in PROBLEM_NAMES}
+    """The problem's values under the names constraint expressions use (a conv's shape, a user
+    kernel's problem sizes)."""
+    return problem.env()
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """A problem's data on the device: its inputs uploaded once, its outputs, the reference they are
 checked against, and the check itself. The Runner times settings; what it verifies with is here,
-one class per kind of problem (`open_data` picks it by the problem's type)."""
+one class per kind of problem (`open_data` picks it by the problem's type): ConvData here, a user
+kernel's KernelData in kernel_data.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from ..core.problem import Problem, reference_conv2d
+from ..core.records import Status
 from .verify import compare
 
 
@@ -34,8 +36,10 @@ class ConvData:
     """A conv2d problem (core.problem.Problem): x, w, b in, one float32 output checked against
     a float64 reference computed on the host."""
 
+    reference_setting = None  # its reference is computed on the host
+
     def __init__(self, ctx, problem: Problem, seed: int, inputs=None, reference: bool = True,
-                 host_blas=contextlib.nullcontext):
+                 host_blas=contextlib.nullcontext, device=None, info=None):
         from ..workloads.buffers import upload
 
         self.problem = problem
@@ -58,11 +62,12 @@ class ConvData:
         out = np.empty(self.bufs.out_nbytes // 4, np.float32)
         return [out], cl.enqueue_copy(queue, out, self.bufs.out, is_blocking=False)
 
-    def check(self, outputs: list, rtol: float, atol: float) -> tuple[bool, float, str]:
-        """(ok, max abs error, message) of the outputs `read` copied, once their copy is done."""
+    def check(self, outputs: list, rtol: float, atol: float) -> tuple[Status, float, str]:
+        """(status, max abs error, message) of the outputs `read` copied, once their copy is done."""
         ok, max_err = compare(outputs[0].reshape(self.problem.output_shape), self.expected, rtol, atol)
-        msg = "" if ok else f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
-        return ok, max_err, msg
+        if ok:
+            return Status.OK, max_err, ""
+        return Status.WRONG_RESULT, max_err, f"max abs error {max_err:.3g} exceeds rtol={rtol:g} atol={atol:g}"
 
     def result(self, queue) -> np.ndarray:
         """The output as it is now, waited for (the API's path)."""
@@ -71,13 +76,25 @@ class ConvData:
         return out
 
 
-# Problem type -> the class of its data; a kind of problem that is not a conv adds itself here.
-KINDS: dict = {Problem: ConvData}
+def open_data(ctx, problem, seed: int, inputs=None, reference: bool = True, host_blas=contextlib.nullcontext,
+              device=None, info=None):
+    """The data of `problem` on `device` (of ctx): a conv's, or a user kernel's (kernel_data.py)."""
+    from ..core.kernel_problem import KernelProblem
+
+    if isinstance(problem, KernelProblem):
+        from .kernel_data import KernelData
+
+        return KernelData(ctx, problem, seed, inputs, reference, host_blas, device, info)
+    return ConvData(ctx, problem, seed, inputs, reference, host_blas, device, info)
 
 
-def open_data(ctx, problem, seed: int, inputs=None, reference: bool = True, host_blas=contextlib.nullcontext):
-    """The data of `problem` on the device of ctx."""
-    for kind, cls in KINDS.items():
-        if isinstance(problem, kind):
-            return cls(ctx, problem, seed, inputs, reference, host_blas)
-    raise TypeError(f"no device data for a problem of type {type(problem).__name__}")
+def host_blas(device):
+    """Host BLAS on one thread when the device is the CPU: OpenBLAS's threads busy-wait about
+    0.1 s after a call, on the cores the kernels run on. Measured on PoCL (2 cores), a kernel
+    timed right after a 2-thread 600x600 matmul ran 1.4-1.5x slow on average over its next 40
+    launches (most at 2x), and 1.02-1.08x after the same matmul on one thread."""
+    if device.type & cl.device_type.CPU:
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(1, user_api="blas")
+    return contextlib.nullcontext()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pyopencl as cl
 
 from ..core.device_values import bind_setting
+from ..core.errors import UserError
 from ..core.records import Measurement, Status
 from ..core.space import Setting
 from ..workloads import get_family
@@ -52,6 +53,9 @@ def prepare(runner, problem, setting: Setting, together=()) -> Prepared:
     try:
         prep.launches = family.plan(runner.ctx, runner.queue, problem, p, runner.data.bufs)
         prep.kernels = {name: built.kernel(name) for name in {la.kernel for la in prep.launches}}
+        mismatch = family.check_kernels(problem, prep.kernels, runner.device)
+        if mismatch:  # the same for every setting: the config's mistake, one line
+            raise UserError(mismatch)
         reason = check_limits(runner.device, runner.info, prep.kernels, prep.launches)
     except cl.Error as exc:
         reason, status = first_error_line(exc), Status.LAUNCH_ERROR

@@ -3,7 +3,6 @@ needs before its first launch is prepare.py; the problem's data and its check ar
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import deque
 from dataclasses import replace
@@ -15,7 +14,7 @@ from ..core.records import Measurement, Round, Status, Timing
 from ..core.space import Setting
 from . import device as dev
 from .build import Builder, first_error_line
-from .data import open_data
+from .data import host_blas, open_data
 from .prepare import Prepared, build_requests, check_limits, prepare
 from .protocol import Capabilities
 
@@ -82,8 +81,13 @@ class Runner:
         reason = problem.size_refusal(self.info)
         if reason:
             raise UserError(reason)
-        self.data = open_data(self.ctx, problem, self.seed, inputs, reference, self._host_blas)
+        self.data = open_data(self.ctx, problem, self.seed, inputs, reference, self._host_blas, self.device,
+                              self.info)
         self._problem = problem if inputs is None else None
+        if reference and self.data.reference_setting is not None:
+            from .kernel_data import run_reference
+
+            run_reference(self, problem)
 
     @property
     def bufs(self):
@@ -91,15 +95,7 @@ class Runner:
         return self.data.bufs
 
     def _host_blas(self):
-        """Host BLAS on one thread when the device is the CPU: OpenBLAS's threads busy-wait about
-        0.1 s after a call, on the cores the kernels run on. Measured on PoCL (2 cores), a kernel
-        timed right after a 2-thread 600x600 matmul ran 1.4-1.5x slow on average over its next 40
-        launches (most at 2x), and 1.02-1.08x after the same matmul on one thread."""
-        if self.device.type & cl.device_type.CPU:
-            from threadpoolctl import threadpool_limits
-
-            return threadpool_limits(1, user_api="blas")
-        return contextlib.nullcontext()
+        return host_blas(self.device)
 
     # Preparing a setting (prepare.py) --------------------------------------------------------------
     def _prepare(self, problem, setting: Setting, together=()) -> Prepared:
@@ -175,8 +171,8 @@ class Runner:
         return events, outputs, copied
 
     def _verify_end(self, problem, prep: Prepared, started, counted: bool = False) -> tuple:
-        """(the first launch's queued-to-end ms, ok, max error, message); `counted`: its kernel time
-        is already in device_ms (it was a warm-up launch)."""
+        """(the first launch's queued-to-end ms, status, max error, message); `counted`: its kernel
+        time is already in device_ms (it was a warm-up launch)."""
         events, outputs, copied = started
         copied.wait()
         first_ms = (events[-1].profile.end - events[0].profile.queued) * 1e-6
@@ -224,10 +220,10 @@ class Runner:
             started = self._verify_start(prep)
             timed_first = verification_timed(timing, self.device_ms)
             rounds = self._timed(prep, timing, started[0])
-            first_ms, ok, max_err, msg = self._verify_end(problem, prep, started, counted=True)
+            first_ms, status, max_err, msg = self._verify_end(problem, prep, started, counted=True)
         except cl.Error as exc:
             return Measurement(status=Status.LAUNCH_ERROR, error=first_error_line(exc), **prep.base)
-        return Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
+        return Measurement(status=status, error=msg,
                            first_launch_ms=first_ms, max_abs_err=max_err, rounds=tuple(rounds),
                            stopped_early=timing.stops_early([r.run_ms for r in rounds]),
                            verification_timed=timed_first,
@@ -288,8 +284,8 @@ class Runner:
             if p.failed:
                 out.append(p.failed)
                 continue
-            first_ms, ok, max_err, msg = checks[id(p)]
-            out.append(Measurement(status=Status.OK if ok else Status.WRONG_RESULT, error=msg,
+            first_ms, status, max_err, msg = checks[id(p)]
+            out.append(Measurement(status=status, error=msg,
                                    first_launch_ms=first_ms, max_abs_err=max_err,
                                    rounds=tuple(rounds[id(p)]), wall_ms=wall, device_ms=device, **p.base))
         return out

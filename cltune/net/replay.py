@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..core.records import TIMED
 from ..core.space import Setting
 from ..results import rows as results
 from ..results import schema
@@ -85,7 +86,7 @@ def _task_table(task: Task, path: Path) -> Recorded:
             s = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
             k = ident(s)
             settings.setdefault(k, s)
-            costs.setdefault(k, []).append(row[schema.TIME] if row["status"] == "ok" else None)
+            costs.setdefault(k, []).append(row[schema.TIME] if row["status"] in TIMED else None)
             if row["strategy"] == "builtin" and k not in builtins:
                 builtins.append(k)
     med = {k: (statistics.median(ok) if (ok := [c for c in v if c is not None]) else None) for k, v in costs.items()}

@@ -23,6 +23,7 @@ from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..results import rows as results
 from ..search import tune
+from ..search.session import session
 from ..search.sweep import Budget
 from .schedule import (
     POLICIES,
@@ -126,14 +127,14 @@ def task_file(run_dir: Path, task) -> Path:
 
 
 def open_sessions(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, backend, resume: bool) -> dict:
-    """task name -> the session (tune.session) of its results file, open for the life of `stack`,
+    """task name -> the session (search/session.py) of its results file, open for the life of `stack`,
     with the spaces config's timing rules; with `resume`, the rows there are not measured again."""
     sessions = {}
     for task in tasks:
         task_cfg = replace(cfg, name=task_config(net, task), problem=task.problem, settings=(), baseline=None)
         path = task_file(run_dir, task)
         held = resume and path.exists() and path.stat().st_size > 0
-        sessions[task.name] = stack.enter_context(tune.session(task_cfg, backend, path, resume=held))
+        sessions[task.name] = stack.enter_context(session(task_cfg, backend, path, resume=held))
     return sessions
 
 

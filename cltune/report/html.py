@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from ..core.errors import UserError
+from ..core.records import TIMED
 from ..core.version import __version__
 from ..results import peakstore, roofline, runs, schema
 from . import compare, plots
@@ -89,7 +90,7 @@ def ladder_table(df: pd.DataFrame, baseline: str | None, peaks: dict | None) -> 
                      "speedup": speed[i], "GFLOP/s": fig["gflops"], "GB/s": fig["gbps"],
                      "% of roof": 100 * fig["roof_share"] if fig["roof_share"] else None,
                      "parts (run ms)": r.get("parts_run_ms"),
-                     "error": r.get("error") if r["status"] != "ok" else ""})
+                     "error": r.get("error") if r["status"] not in TIMED else ""})
     return pd.DataFrame(rows)
 
 

@@ -19,6 +19,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from ..core.errors import UserError  # noqa: E402
+from ..core.records import TIMED
 from ..results import runs, schema  # noqa: E402
 from . import palette
 
@@ -82,12 +83,12 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
     base = runs.baseline_name(df, baseline)
     speed = runs.speedups(df, baseline)
     fig, ax = new_figure(len(df))
-    ok = df["status"] == "ok"
+    ok = df["status"].isin(TIMED)
     top = float((df.loc[ok, "queue_ms_median"] + df.loc[ok, "submit_ms_median"]
                  + df.loc[ok, "run_ms_median"]).max()) if ok.any() else 1.0
     for i, row in df.iterrows():
         name = row["setting"]
-        if row["status"] != "ok":
+        if row["status"] not in TIMED:
             ax.bar(i, 0.25 * top, color="none", edgecolor=palette.FAILED_COLOR, hatch="xx",
                    gid=f"failed:{name}")
             ax.text(i, 0.02 * top, row["status"], rotation=90, ha="center", va="bottom",
@@ -121,7 +122,7 @@ def spread(df, title: str = "") -> Figure:
     """Each ok setting's per-launch run times: a box with every launch drawn over it as a dot.
     Settings marked noisy (coefficient of variation over the threshold) get a * after their name."""
     df = df.reset_index(drop=True)
-    pairs = [(r, launches) for _, r in df.iterrows() if r["status"] == "ok" and (launches := schema.samples(r))]
+    pairs = [(r, launches) for _, r in df.iterrows() if r["status"] in TIMED and (launches := schema.samples(r))]
     rows, data = [r for r, _ in pairs], [launches for _, launches in pairs]
     fig, ax = new_figure(len(rows))
     rng = np.random.default_rng(0)
@@ -206,7 +207,7 @@ def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
     from ..results.roofline import figures
 
     fig, ax = new_figure(8, height=5.2)
-    ok = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] == "ok"]
+    ok = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] in TIMED]
     ok = [(r, f) for r, f in ok if f["intensity"] and f["gflops"]]
     for fam in dict.fromkeys(r["family"] for r, _ in ok):
         pts = [f for r, f in ok if r["family"] == fam]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import UserError
-from ..core.records import Status
+from ..core.records import TIMED, Status
 from . import schema
 from .schema import COLUMNS, TEXT_COLUMNS
 
@@ -147,7 +147,7 @@ def frame(table: Table) -> pd.DataFrame:
     if {"key", "phase"} <= set(df.columns) and len(df):
         search = df["phase"] == "search"
         later = df[search].duplicated(["key", "setting"], keep="last").reindex(df.index, fill_value=False)
-        stale = search & later & (df["status"] != Status.OK.value)
+        stale = search & later & ~df["status"].isin(TIMED)
         df = df[~stale].reset_index(drop=True)
     return df
 

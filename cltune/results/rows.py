@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..core.records import Measurement, Status
+from ..core.records import TIMED, Measurement
 from ..core.version import __version__
 from . import roofline
 from .csvfile import (  # noqa: F401
@@ -29,7 +29,7 @@ SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_m
 
 
 # What the sweep prepares for every setting, for the measurements that could not report it (a
-# worker that crashed or timed out): see tune._identity.
+# worker that crashed or timed out): see search/session.identity.
 PREPARED = ("build_options", "source_hash", "bytes_model", "real_flops", "weight_bytes")
 
 
@@ -55,10 +55,7 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": config_name,
         "device": info.name, "platform": info.platform, "driver": info.driver,
         "target": info.target, "opencl_c": info.opencl_c, "compute_units": info.compute_units,
-        "max_clock_mhz": info.max_clock_mhz, "problem": p.key,
-        "input_shape": "x".join(map(str, p.input_shape)), "weight_shape": "x".join(map(str, p.weight_shape)),
-        "stride": f"{p.stride_h}x{p.stride_w}", "padding": f"{p.pad_h}x{p.pad_w}",
-        "dilation": f"{p.dilation_h}x{p.dilation_w}", "groups": p.groups,
+        "max_clock_mhz": info.max_clock_mhz, "problem": p.key, **p.row_fields(),
         "flops": p.flops, "min_bytes": p.min_bytes, "bytes_model": m.bytes_model,
         "real_flops": m.real_flops, "weight_bytes": m.weight_bytes,
         "family": m.setting.family, "setting": m.setting.name, "params": m.setting.params_json,
@@ -82,10 +79,12 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
         row["run_ms_cv"] = cv
         row["noisy"] = len(runs) >= 3 and cv > noisy_cv  # two launches cannot tell noise from a trend
         if ms > 0:
-            row["gflops"] = p.flops / (ms * 1e6)  # effective: the direct convolution's FLOPs
+            if p.flops is not None:  # a user kernel without a flops metric has none
+                row["gflops"] = p.flops / (ms * 1e6)  # effective: the direct convolution's FLOPs
             if row["real_flops"] is not None:
                 row["real_gflops"] = row["real_flops"] / (ms * 1e6)
-            row["gbps"] = p.min_bytes / (ms * 1e6)
+            if p.min_bytes is not None:
+                row["gbps"] = p.min_bytes / (ms * 1e6)
         names = [name for name, _ in m.rounds[0].parts]
         row["parts_run_ms"] = ";".join(
             f"{name}={statistics.median(r.parts[i][1] for r in m.rounds):.4f}" for i, name in enumerate(names))
@@ -104,7 +103,7 @@ class Recorder:
     def __init__(self, path, info, problem, config_name: str, prepare: Callable, noisy_cv: float = 0.10,
                  peaks: dict | None = None, baseline: str = "", on_row: Callable = lambda row: None):
         self.path, self.info, self.problem, self.config_name = Path(path), info, problem, config_name
-        self.prepare = prepare  # setting -> its key and PREPARED columns (tune._identity)
+        self.prepare = prepare  # setting -> its key and PREPARED columns (session.identity)
         self.noisy_cv, self.peaks, self.baseline, self.on_row = noisy_cv, peaks, baseline, on_row
         self.strategy = "listed"  # the `strategy` column of the rows being recorded
         self.rows: list[dict] = []  # this run's rows, in the order written
@@ -173,4 +172,5 @@ def format_table(df: pd.DataFrame) -> str:
 
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["status"] == Status.OK.value]
+    """The rows whose time counts: ok, and unverified (a user kernel without a reference)."""
+    return df[df["status"].isin(TIMED)]

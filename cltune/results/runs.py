@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.errors import UserError
+from ..core.records import TIMED
 from . import rows as results
 from . import schema
 
@@ -80,7 +81,7 @@ def baseline_name(df: pd.DataFrame, name: str | None = None) -> str | None:
 
 def ok_time(row) -> float | None:
     v = row.get(TIME)
-    if row.get("status") != "ok" or v is None or not math.isfinite(float(v)) or float(v) <= 0:
+    if row.get("status") not in TIMED or v is None or not math.isfinite(float(v)) or float(v) <= 0:
         return None
     return float(v)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..core.records import DEVICE_FIELDS, device_identity  # noqa: F401  (a header's device)
+from ..core.records import DEVICE_FIELDS, TIMED, device_identity  # noqa: F401  (a header's device)
 
 SCHEMA_VERSION = 2  # 1: no header line (the columns only); 2: a `#cltune-results {json}` first line
 MAGIC = "#cltune-results"
@@ -84,7 +84,7 @@ def difference(held: dict, wanted: dict) -> str | None:
 def ranked(rows, rerank_first: bool = False) -> list[dict]:
     """The ok rows among `rows` (dicts), fastest first, the first of equals first; rerank_first:
     only the interleaved re-ranking's when it has ok ones."""
-    ok = [r for r in rows if r.get(STATUS) == OK]
+    ok = [r for r in rows if r.get(STATUS) in TIMED]
     if rerank_first and any(r.get(PHASE) == RERANK for r in ok):
         ok = [r for r in ok if r.get(PHASE) == RERANK]
     return sorted(ok, key=lambda r: float(r[TIME]))
@@ -100,7 +100,7 @@ def fastest(df, per: str | None = None, rerank_first: bool = False):
     if per is not None:
         groups: dict = {}
         for r in rows:
-            if r.get(STATUS) == OK:
+            if r.get(STATUS) in TIMED:
                 groups.setdefault(r[per], []).append(r)
         return {key: ranked(groups[key], rerank_first)[0] for key in sorted(groups)}
     best = ranked(rows, rerank_first)

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
-from ..core.records import Measurement, Status
+from ..core.records import Measurement, timed
 from ..core.space import Setting, Space
 from .strategies import PREFETCH, BudgetExhausted, Search, get
 
@@ -134,7 +134,7 @@ class Sweep:
             outcome = self.resumed[key]
         else:
             m = self.measure(setting, upcoming)
-            if self.measure_more is not None and m.status == Status.OK and m.rounds:
+            if self.measure_more is not None and timed(m.status) and m.rounds:
                 outcome = self._wait(key, m)
             else:
                 outcome = self.record(m, "search")
@@ -182,7 +182,7 @@ class Sweep:
     def incumbent(self) -> float | None:
         """The best time (schema.TIME) so far, this run and resumed: what adaptive repeats compare against."""
         costs = [o.cost for o in (*self.outcomes.values(), *self.resumed.values())
-                 if o.status == Status.OK.value and o.cost is not None]
+                 if timed(o.status) and o.cost is not None]
         return min(costs, default=None)
 
     def _evaluate_many(self, settings: Iterator[Setting]) -> list[Outcome]:
@@ -212,7 +212,7 @@ class Sweep:
     def top(self, k: int, per_family: bool = False) -> list[Outcome]:
         """The k fastest ok settings of this run (resumed ones it met count too), fastest first;
         per_family: the k fastest of each family."""
-        ok = sorted((o for o in self.outcomes.values() if o.status == Status.OK.value and o.cost is not None),
+        ok = sorted((o for o in self.outcomes.values() if timed(o.status) and o.cost is not None),
                     key=lambda o: o.cost)
         if not per_family:
             return ok[:k]

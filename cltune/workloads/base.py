@@ -118,6 +118,11 @@ class Family:
         """Why this setting cannot run this problem on this device, or None."""
         return None
 
+    def check_kernels(self, problem, kernels: dict, device) -> str | None:
+        """Once built: why its kernels cannot take this family's arguments (a user kernel's
+        signature against its config), or None."""
+        return None
+
     def tolerance(self, problem, p: dict, rtol: float, atol: float) -> tuple[float, float]:
         """The (rtol, atol) this setting is verified with; a family whose arithmetic is less exact
         than a direct sum (e.g. Winograd) widens the config's tolerance by its known error growth."""

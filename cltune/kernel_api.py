@@ -1,0 +1,185 @@
+"""`cltune.tune_kernel`: Kernel Tuner's entry point, so that its users switch by changing an import.
+The kernel, its arguments and its space become a KernelProblem and a Space, and are tuned by the
+session a `cltune sweep` of a config runs (a worker process, verification, resume, a results file)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .core.errors import UserError
+
+DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32", "uint32", "int8", "uint8")}
+SIZE_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
+BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+DEFAULT_BLOCK = (256, 1, 1)  # Kernel Tuner's, for a block size the space does not name
+
+
+def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, *, grid_div_x=None,
+                grid_div_y=None, grid_div_z=None, block_size_names=None, restrictions=None, answer=None,
+                atol=1e-6, rtol=1e-5, strategy=None, budget=None, time_limit=None, device=None, out=None,
+                compiler_options=None, seed=None):
+    """Tune `kernel_name` of `kernel_source` (source text or a file) over `tune_params` (knob ->
+    values, each a -D macro) with Kernel Tuner's meanings: global size = ceil(problem_size /
+    product of the grid divisors) x the block size, the block size from `block_size_names`
+    (default block_size_x/y/z; 256, 1, 1 where the space has none), `arguments` numpy arrays
+    (buffers) and numpy scalars in the kernel's order, `answer` a list with the expected array of
+    each checked output and None elsewhere (None: rows are `unverified`), `restrictions`
+    expression strings or a function of the knob dict. Returns (rows as a DataFrame, with each
+    knob and `time` (ms, the fastest launch) as columns; an environment dict)."""
+    from .core import config as cfgmod
+    from .core.kernel_problem import KernelProblem, Reference
+    from .core.space import Space
+    from .search import tune
+    from .workloads.kernel import register_problem
+
+    source = _source(kernel_source)
+    if not isinstance(tune_params, dict) or not tune_params or not all(
+            isinstance(v, (list, tuple)) and len(v) > 0 for v in tune_params.values()):
+        raise UserError("tune_params: expected a dict of knob names and non-empty value lists")
+    sizes = _problem_size(problem_size)
+    blocks = tuple(block_size_names or BLOCK_NAMES)
+    args = _arguments(kernel_name, source, arguments, answer)
+    divs = (grid_div_x, grid_div_y, grid_div_z)
+    glob, local = [], []
+    for d, (name, size) in enumerate(sizes):
+        block = blocks[d] if d < len(blocks) and blocks[d] in tune_params else str(DEFAULT_BLOCK[d])
+        div = divs[d] if divs[d] is not None else ([blocks[d]] if d < len(blocks) and blocks[d] in tune_params else [])
+        div_text = " * ".join(f"({x})" for x in div) or "1"
+        glob.append(f"({name} + ({div_text}) - 1) // ({div_text}) * ({block})")
+        local.append(block)
+    reference = None
+    if answer is not None:
+        reference = Reference("arrays", arrays=tuple((a.name, np.asarray(x)) for a, x in zip(args, answer)
+                                                     if x is not None))
+    problem = KernelProblem(kernel_name, source, sizes, tuple(glob), tuple(local), tuple(args),
+                            options=tuple(compiler_options or ()), reference=reference, where="tune_kernel")
+    register_problem(problem)
+    space = Space(problem.family, tuple((k, tuple(v)) for k, v in tune_params.items()),
+                  _restrictions(restrictions, tune_params, sizes))
+    cfg = cfgmod.Config(kernel_name, "tune_kernel", problem, (), cfgmod.default_timing(), rtol=rtol, atol=atol,
+                        spaces=(space,), strategy=strategy or cfgmod.DEFAULT_STRATEGY)
+    path = Path(out) if out else None
+    resume = path is not None and path.is_file() and path.stat().st_size > 0
+    opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,
+                        budget=budget, time_limit_s=time_limit, seed=seed)
+    result = tune.run(cfg, opts)
+    return _table(result.path), _environment(result)
+
+
+def _source(kernel_source) -> str:
+    if isinstance(kernel_source, (list, tuple)):
+        return "\n".join(_source(s) for s in kernel_source)
+    if isinstance(kernel_source, Path) or (isinstance(kernel_source, str) and "\n" not in kernel_source
+                                           and kernel_source.strip().endswith((".cl", ".c", ".h"))):
+        try:
+            return Path(kernel_source).read_text()
+        except OSError as exc:
+            raise UserError(f"kernel_source: cannot read {kernel_source}: {exc.strerror or exc}") from None
+    if not isinstance(kernel_source, str) or not kernel_source.strip():
+        raise UserError("kernel_source: expected the kernel's source text, or a .cl file")
+    return kernel_source
+
+
+def _problem_size(problem_size) -> tuple:
+    sizes = problem_size if isinstance(problem_size, (list, tuple)) else (problem_size,)
+    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+                                            and s > 0 for s in sizes):
+        raise UserError(f"problem_size: expected an int > 0 or a tuple of 1 to 3 of them, got {problem_size!r}")
+    return tuple((SIZE_NAMES[i], int(s)) for i, s in enumerate(sizes))
+
+
+def parameter_names(kernel_name: str, source: str) -> list[str]:
+    """The kernel's parameter names, read from its source (empty when they cannot be found)."""
+    m = re.search(rf"\b{re.escape(kernel_name)}\s*\(([^)]*)\)", re.sub(r"/\*.*?\*/|//[^\n]*", "", source, flags=re.S))
+    if not m:
+        return []
+    return [re.findall(r"\w+", p)[-1] for p in m.group(1).split(",") if re.findall(r"\w+", p)]
+
+
+def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
+    from .core.kernel_problem import Arg
+
+    if not isinstance(arguments, (list, tuple)):
+        raise UserError("arguments: expected a list of numpy arrays and numpy scalars, in the kernel's order")
+    if answer is not None and (not isinstance(answer, (list, tuple)) or len(answer) != len(arguments)):
+        raise UserError(f"answer: expected a list as long as arguments ({len(arguments)}), with None for "
+                        "the arguments not checked")
+    names = parameter_names(kernel_name, source)
+    if len(names) != len(arguments):
+        names = [f"arg{i}" for i in range(len(arguments))]
+    out = []
+    for i, (name, value) in enumerate(zip(names, arguments)):
+        dtype = DTYPE_NAMES.get(getattr(value, "dtype", None))
+        if dtype is None:
+            raise UserError(f"arguments[{i}] ({name}): expected a numpy array or scalar of "
+                            f"{', '.join(DTYPE_NAMES.values())}, got {type(value).__name__}"
+                            + (f" of {value.dtype}" if hasattr(value, "dtype") else ""))
+        checked = answer is not None and answer[i] is not None
+        if isinstance(value, np.ndarray) and value.ndim > 0:
+            out.append(Arg(name, "buffer", dtype, tuple(str(s) for s in value.shape), np.array(value), checked))
+        else:
+            if checked:
+                raise UserError(f"answer[{i}] ({name}): a scalar argument cannot be checked")
+            out.append(Arg(name, "scalar", dtype, value=repr(value.item())))
+    return out
+
+
+def _restrictions(restrictions, tune_params: dict, sizes) -> tuple:
+    from .core.expr import ExprError, parse
+
+    if restrictions is None:
+        return ()
+    if callable(restrictions):
+        return (("restrictions", Restriction(restrictions, tuple(tune_params))),)
+    if isinstance(restrictions, str):
+        restrictions = [restrictions]
+    out = []
+    known = set(tune_params) | {n for n, _ in sizes}
+    for i, text in enumerate(restrictions):
+        if callable(text):
+            out.append((f"restrictions[{i}]", Restriction(text, tuple(tune_params))))
+            continue
+        try:
+            out.append((f"restrictions[{i}]", parse(text, known)))
+        except ExprError as exc:
+            raise UserError(f"restrictions[{i}]: {exc} in {text!r}") from None
+    return tuple(out)
+
+
+class Restriction:
+    """A restriction given as a function of the knob dict, used as a space's constraint."""
+
+    names = frozenset()
+
+    def __init__(self, fn, knobs: tuple):
+        self.fn, self.knobs = fn, knobs
+        self.text = getattr(fn, "__name__", "a function")
+
+    def __call__(self, env: dict):
+        return bool(self.fn({k: env[k] for k in self.knobs}))
+
+
+def _table(path):
+    import json
+
+    import pandas as pd
+
+    from .results import rows, schema
+
+    df = rows.load(path)
+    knobs = pd.DataFrame([json.loads(p) for p in df["params"]], index=df.index)
+    df = pd.concat([df, knobs.loc[:, [c for c in knobs.columns if c not in df.columns]]], axis=1)
+    df["time"] = df[schema.TIME]
+    return df
+
+
+def _environment(result) -> dict:
+    from .core.version import __version__
+
+    rows = result.rows
+    first = rows[0] if rows else {}
+    return {"device_name": first.get("device"), "platform": first.get("platform"), "driver": first.get("driver"),
+            "target": first.get("target"), "cltune_version": __version__, "results_file": str(result.path)}

@@ -1,0 +1,186 @@
+"""One results file and the measuring that fills it: `session` opens the file's Recorder (the only
+writer of rows) and gives `Steps`, which holds the Sweep and the timing rules, for a sweep, a
+network's task or tune_kernel."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..core.records import Measurement, Timing, timed
+from ..core.space import Setting
+from ..measure.backend import DEFAULT_TIMEOUT_S
+from ..results import rows as results
+from ..results import schema
+from ..workloads import get_family
+from .sweep import Budget, Outcome, Sweep
+
+
+@dataclass
+class Result:
+    path: Path
+    rows: list = field(default_factory=list)
+    ranking: list = field(default_factory=list)  # rows of the final ranking, fastest first
+    baseline_ms: float | None = None
+
+
+def default_timeout(baseline_wall_ms: float | None) -> float:
+    """Per-setting timeout: ten times the baseline's whole measurement, at least a minute."""
+    if not baseline_wall_ms or baseline_wall_ms != baseline_wall_ms:
+        return DEFAULT_TIMEOUT_S
+    return max(60.0, 10.0 * baseline_wall_ms / 1e3)
+
+
+def identity(info, problem) -> Callable[[Setting], dict]:
+    """What a session prepares once per setting, before measuring it: its build options, source hash
+    and family figures (results.PREPARED, for a row whose worker could not report them) and its resume key."""
+    done: dict = {}
+
+    def ident(setting: Setting) -> dict:
+        if setting.key not in done:
+            family = get_family(setting.family)
+            values = family.resolve(setting.values)
+            options = " ".join(family.options(problem, values))
+            source_hash = family.source_hash()
+            done[setting.key] = {"build_options": options, "source_hash": source_hash,
+                                 **family.figures(problem, values),
+                                 "key": results.resume_key(info, problem, setting, options, source_hash)}
+        return done[setting.key]
+    return ident
+
+
+@contextmanager
+def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool = False,
+            on_row: Callable[[dict], None] = lambda row: None) -> Iterator["Steps"]:
+    """One results file and the measuring that fills it: its Recorder (the only writer of rows)
+    and its Steps (the Sweep, the timing rules), for a sweep, a network's task or the API. `cfg`
+    is bound to the device; with `resume` the rows the file holds are not measured again. Points
+    still waiting for a timing window when the block ends are measured (or, on an exception,
+    recorded with the launches they have)."""
+    from ..results import peakstore
+    from ..workloads.kernel import register_if_kernel
+
+    register_if_kernel(cfg.problem)  # a user kernel's family: the one its settings name
+    info = backend.info
+    recorder = results.Recorder(path, info, cfg.problem, cfg.name, identity(info, cfg.problem),
+                                cfg.timing.noisy_cv, peakstore.lookup(info.name, info.platform, info.driver),
+                                cfg.baseline or "", on_row)
+    with recorder.open(schema.make_header(cfg.name, cfg.problem.key, info), resume=resume):
+        steps = Steps(cfg, backend, recorder, retry_failed)
+        with steps.sweep.finishing():
+            yield steps
+
+
+class Steps:
+    """The phases of one sweep, in order: the baseline (which sets the per-setting timeout), the
+    config's other listed settings, the search of its spaces, the re-ranking of the best few."""
+
+    def __init__(self, cfg, backend, recorder, retry_failed: bool):
+        self.cfg, self.backend, self.rec = cfg, backend, recorder
+        self.strategies: dict = {}  # key -> the strategy that asked for a point (Steps.evaluate)
+        self.settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
+        resumed = resumed_outcomes(recorder.held, retry_failed) if recorder.held is not None else {}
+        self.sweep = Sweep(self._measure, lambda s: recorder.prepare(s)["key"], self._record, resumed)
+        if backend.caps.parallel:  # a farm: settings in parallel over its workers
+            self.sweep.measure_many = lambda settings: backend.measure_many(cfg.problem, self._timing, settings)
+            self.sweep.batch = backend.batch
+        elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and backend.caps.windows:
+            self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._timing())
+            self.sweep.window_gap_s = cfg.timing.second_window_s
+            self.sweep.wants_window = lambda m: self._timing().wants_window(m)
+
+    def _timing(self, first_window: bool = False) -> Timing:
+        t = self.cfg.timing
+        if not t.adaptive:
+            return t
+        if first_window:
+            return replace(t, incumbent_ms=self.sweep.incumbent(), limit=1, time_verification=True)
+        return replace(t, incumbent_ms=self.sweep.incumbent())
+
+    def _measure(self, setting: Setting, upcoming) -> Measurement:
+        timing = self._timing(first_window=self.sweep.measure_more is not None)
+        return self.backend.measure(self.cfg.problem, setting, timing, upcoming)
+
+    def _record(self, m: Measurement, phase: str) -> Outcome:
+        row = self.rec.record(m, phase, self.strategies.pop(self.rec.prepare(m.setting)["key"], None))
+        return Outcome(m.setting, row["status"], row[schema.TIME] if timed(row["status"]) else None)
+
+    def evaluate(self, setting: Setting, upcoming=(), strategy: str | None = None) -> Outcome:
+        """One setting measured into the file (or its outcome, when already measured or resumed),
+        its rows' `strategy` column set to `strategy`: what a network's scheduler asks for."""
+        if strategy is not None:
+            self.rec.strategy = strategy
+            # a point that waits for more timing windows is recorded later, under this strategy still
+            self.strategies.setdefault(self.rec.prepare(setting)["key"], strategy)
+        return self.sweep.evaluate(setting, upcoming)
+
+    def measure_again(self, setting: Setting, strategy: str) -> Outcome:
+        """A setting measured and recorded once more, whatever the file holds (a drift check)."""
+        self.rec.strategy = strategy
+        return self._record(self.backend.measure(self.cfg.problem, setting, self._timing(), ()), "search")
+
+    @property
+    def measured(self) -> int:
+        """Rows this session wrote."""
+        return len(self.rec.rows)
+
+    def baseline(self) -> list[Outcome]:
+        """The baseline (else the first listed setting); without a configured timeout, its time sets
+        the worker's per-setting timeout."""
+        outcomes = self.sweep.run_settings(self.settings[:1])
+        if not self.cfg.timeout_s and self.backend.caps.timeout and self.settings:
+            row = self.rec.row(self.rec.prepare(self.settings[0])["key"])
+            self.backend.timeout_s = default_timeout(row["wall_ms"] if row is not None else None)
+        return outcomes
+
+    def listed(self) -> list[Outcome]:
+        return self.sweep.run_settings(self.settings[1:])
+
+    def search(self) -> None:
+        cfg, info = self.cfg, self.backend.info
+        budget = Budget(cfg.budget, cfg.time_limit_s)
+        self.rec.strategy = cfg.strategy
+        for space in cfg.spaces:
+            self.sweep.search(space, cfg.problem, info, cfg.strategy, budget, cfg.seed)
+
+    def rerank(self, outcomes: list[Outcome]) -> Result:
+        """The best few and the baseline measured again, interleaved, so their ranking and speedup
+        are side by side; a finished sweep resumed measures nothing again."""
+        cfg, rec = self.cfg, self.rec
+        res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
+        top = self.sweep.top(cfg.rerank, per_family=cfg.rerank_per_family)
+        if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
+            top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
+        rec.strategy = "rerank"
+        nothing_new = rec.held_rerank and not rec.rows
+        if len(top) >= 2 and not nothing_new:
+            timing = Timing(warmup=1, repeat=cfg.rerank_repeat, noisy_cv=cfg.timing.noisy_cv)
+            for m in self.backend.measure_interleaved(cfg.problem, [o.setting for o in top], timing):
+                rec.record(m, "rerank")
+            final = [r for r in rec.rows if r["phase"] == "rerank" and timed(r["status"])]
+        elif nothing_new:
+            final = results.ok_rows(rec.held[rec.held["phase"] == "rerank"]).to_dict("records")
+        else:
+            keys = {rec.prepare(o.setting)["key"] for o in top}
+            final = [r for r in rec.rows if r["key"] in keys]
+        res.ranking = sorted(final, key=lambda r: r[schema.TIME])
+        base = [r for r in final if r["setting"] == cfg.baseline]
+        if base:  # measured beside the others: the speedup is side by side
+            res.baseline_ms = base[0][schema.TIME]
+        return res
+
+
+def resumed_outcomes(df, retry_failed: bool = False) -> dict:
+    """Outcomes of the search rows a file held, by key. With retry_failed the rows that are not ok
+    are left out, so those settings are measured again."""
+    out = {}
+    for row in df[df["phase"] == "search"].to_dict("records"):
+        if retry_failed and not timed(row["status"]):
+            continue
+        setting = Setting.make(row["setting"], row["family"], json.loads(row["params"]))
+        cost = row[schema.TIME] if timed(row["status"]) else None
+        out[row["key"]] = Outcome(setting, row["status"], cost)
+    return out

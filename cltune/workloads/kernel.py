@@ -1,0 +1,137 @@
+"""A user's own kernel as a kernel family: every knob of its space a `-D NAME=value` macro, its
+launch geometry and arguments from the KernelProblem (core/kernel_problem.py). One family per
+problem, registered under the problem's `family` name (`kernel:<name>`) wherever that problem is
+loaded: the config, a session, a worker's Runner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+
+from ..core.errors import UserError
+from ..core.expr import ExprError
+from ..core.kernel_problem import KernelProblem, evaluate, whole
+from .base import CL_STD, Family
+from .launch import Launch
+from .registry import FAMILIES, register
+
+KNOB = re.compile(r"[A-Za-z_]\w*$")
+ARG_INFO = "-cl-kernel-arg-info"  # the driver keeps the argument types: checked against [[kernel.arg]]
+
+
+def register_problem(problem: KernelProblem) -> "KernelFamily":
+    """The problem's family, registered (again) under its name: the one its settings name."""
+    family = FAMILIES.get(problem.family)
+    if not isinstance(family, KernelFamily) or family.problem != problem:
+        family = register(KernelFamily(problem))
+    return family
+
+
+def register_if_kernel(problem) -> None:
+    """A session's problem, when it is a user kernel: its family registered for this process."""
+    if isinstance(problem, KernelProblem):
+        register_problem(problem)
+
+
+class KernelFamily(Family):
+    """Settings of one user kernel: its knobs are free names (what the config's spaces give)."""
+
+    standard = False  # not a conv: never wrapped as diagonalwise
+
+    def __init__(self, problem: KernelProblem):
+        super().__init__(name=problem.family)
+        self.problem = problem
+
+    # What a family is asked ------------------------------------------------------------------
+    def resolve(self, values: dict, where: str = "") -> dict:
+        for key, value in values.items():
+            if not KNOB.match(str(key)):
+                raise UserError(f"{where}knob {key!r} is not a macro name (letters, digits, _)")
+            if isinstance(value, (list, dict)) or value is None:
+                raise UserError(f"{where}knob {key} must be a number, a string or a boolean, got {value!r}")
+        return dict(values)
+
+    def source(self) -> str:
+        return self.problem.source
+
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.problem.source.encode()).hexdigest()[:12]
+
+    def options(self, problem, p: dict) -> list[str]:
+        macros = {**dict(problem.defines), **p}
+        std = [] if any(o.startswith("-cl-std") for o in problem.options) else [CL_STD]
+        return [*std, *problem.options, ARG_INFO] + [f"-D{k}={_macro(v)}" for k, v in sorted(macros.items())]
+
+    def reject_reason(self, problem, p: dict, device) -> str | None:
+        try:
+            glob, local = self.geometry(problem, p, device)
+        except ExprError as exc:
+            if device is None and "device." in str(exc):
+                return None  # device.* values: checked once the device is known
+            return f"launch geometry: {exc}"
+        if local is not None:
+            for dim, (g, l) in enumerate(zip(glob, local)):
+                if l < 1 or g % l:
+                    return (f"global size {g} is not a multiple of local size {l} in dimension {dim} "
+                            f"(global {list(glob)}, local {list(local)})")
+        if any(g < 1 for g in glob):
+            return f"global size {list(glob)} has an empty dimension"
+        return None
+
+    def figures(self, problem, p: dict) -> dict:
+        return {"bytes_model": problem.min_bytes, "real_flops": problem.flops, "weight_bytes": None}
+
+    def tolerance(self, problem, p: dict, rtol: float, atol: float) -> tuple[float, float]:
+        return rtol, atol  # per output: the reference's own (kernel_data.py)
+
+    def plan(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
+        glob, local = self.geometry(problem, p, bufs.device_env)
+        env = {**problem.env(), **p, **bufs.device_env}
+        args = []
+        for a in problem.args:
+            if a.kind == "buffer":
+                args.append(bufs.views[a.name])
+            elif a.kind == "scalar":
+                args.append(a.np_dtype.type(evaluate(a.value, env, f"argument {a.name}")))
+            else:
+                import pyopencl as cl
+
+                args.append(cl.LocalMemory(max(1, whole(a.local, env, f"argument {a.name} local bytes"))))
+        return [Launch(problem.name, problem.name, args, glob, local)]
+
+    def check_kernels(self, problem, kernels: dict, device) -> str | None:
+        """The built kernel's signature against [[kernel.arg]]: a mismatch is the config's mistake,
+        the same for every setting."""
+        from .kernel_args import signature_mismatch
+
+        return signature_mismatch(problem, kernels[problem.name], device)
+
+    # Helpers -----------------------------------------------------------------------------------
+    def geometry(self, problem, p: dict, device) -> tuple[tuple, tuple | None]:
+        """(global size, local size or None) of a setting; ExprError when an expression fails."""
+        env = {**problem.env(), **p, **_device_env(device)}
+        glob = tuple(whole(t, env, f"global_size[{i}]") for i, t in enumerate(problem.global_size))
+        local = None
+        if problem.local_size is not None:
+            local = tuple(whole(t, env, f"local_size[{i}]") for i, t in enumerate(problem.local_size))
+        return glob, local
+
+
+def _device_env(device) -> dict:
+    if device is None:
+        return {}
+    if isinstance(device, dict):
+        return device
+    from ..core.device_values import values
+
+    return values(device)
+
+
+def _macro(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    return str(value)
