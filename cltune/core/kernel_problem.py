@@ -15,6 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -226,7 +227,7 @@ def evaluate(text: str, env: dict, what: str):
     """An expression's value; a float that is a whole number becomes an int. Any failure (a name
     missing from env, a division by zero) is an ExprError naming `what`."""
     try:
-        value = parse(str(text))(env)
+        value = _compiled(str(text))(env)
     except KeyError as exc:
         raise ExprError(f"{what}: {text!r} names {exc.args[0]}, which has no value here") from None
     except (ZeroDivisionError, OverflowError, TypeError, ValueError) as exc:
@@ -238,6 +239,11 @@ def evaluate(text: str, env: dict, what: str):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ExprError(f"{what}: {text!r} is {value!r}, not a number")
     return value
+
+
+@lru_cache(maxsize=4096)
+def _compiled(text: str):
+    return parse(text)
 
 
 def whole(text: str, env: dict, what: str) -> int:

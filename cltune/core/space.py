@@ -105,6 +105,21 @@ class Space:
             reason = family.reject_reason(problem, family.resolve(values), device)
         return reason
 
+    def refused(self, problem, device=None) -> tuple[int, int, str | None]:
+        """Over every point (a listable space): (refused by its constraints, refused by the family
+        or the device, such as a launch geometry that does not divide; the first such reason)."""
+        by_constraints = by_family = 0
+        first = None
+        for values in self.points():
+            if self.constraint_reason(values, problem)[0] is not None:
+                by_constraints += 1
+                continue
+            reason = self.reject_reason(values, problem, device)
+            if reason is not None:
+                by_family += 1
+                first = first or reason
+        return by_constraints, by_family, first
+
     def constraint_reason(self, values: dict, problem) -> tuple[str | None, bool]:
         """(the first named constraint this point breaks or None, whether it failed to evaluate)."""
         env = {**problem_env(problem), **dict(self.device_env), **values}

@@ -144,6 +144,8 @@ class Steps:
         budget = Budget(cfg.budget, cfg.time_limit_s)
         self.rec.strategy = cfg.strategy
         for space in cfg.spaces:
+            if space.countable:
+                _say_refused(space, cfg.problem, info)
             self.sweep.search(space, cfg.problem, info, cfg.strategy, budget, cfg.seed)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:
@@ -184,3 +186,19 @@ def resumed_outcomes(df, retry_failed: bool = False) -> dict:
         cost = row[schema.TIME] if timed(row["status"]) else None
         out[row["key"]] = Outcome(setting, row["status"], cost)
     return out
+
+
+class RefusedPoints(UserWarning):
+    """Points of a space the family or the device refuses before anything is built (a user
+    kernel's global size that its local size does not divide): said once per space, never rows."""
+
+
+def _say_refused(space, problem, info) -> None:
+    import warnings
+
+    by_constraints, by_family, first = space.refused(problem, info)
+    if by_family:
+        left = space.size - by_constraints - by_family
+        warnings.warn(f"space {space.family}: {by_family} of its {space.size} points are refused before they are "
+                      f"built ({first}; and the like), {by_constraints} by its constraints; {left} left to search",
+                      RefusedPoints, stacklevel=2)
