@@ -20,6 +20,7 @@ import warnings
 from ..core.errors import UserError, first_line
 from ..core.records import Measurement, Status
 from .protocol import Capabilities
+from .shipping import ProblemCache, ProblemRef, shipped
 
 START_TIMEOUT_S = 120.0  # opening the device and uploading the problem
 
@@ -54,6 +55,7 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
         return
     runner.builder.building = building
     conn.send(("ok", (runner.info, [str(w.message) for w in caught if w.category is DeviceSkipped])))
+    problems = ProblemCache()
     while True:
         try:
             method, args = conn.recv()
@@ -62,7 +64,7 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
         if method == "stop":
             return
         try:
-            conn.send(("ok", getattr(runner, method)(*args)))
+            conn.send(("ok", getattr(runner, method)(*problems.resolve(args))))
         except UserError as exc:
             conn.send(("user_error", str(exc)))
         except Exception as exc:  # noqa: BLE001  (a bug or bad value: the row says which, the worker lives on)
@@ -153,6 +155,7 @@ class WorkerRunner:
         self.info = self._start()
 
     def _start(self):
+        self._held: set = set()  # keys of the problems this worker process holds (ProblemRef)
         early = _adopt_early(self.device_spec, self.kwargs) if self.restarts == 0 else None
         if early is not None:
             self._proc, self._conn, self._building = early
@@ -205,7 +208,12 @@ class WorkerRunner:
         if self._proc is None:
             self.restarts += 1
             self._start()
-        self._conn.send((method, args))
+        sent = [a.key for a in args if shipped(a)]
+        self._conn.send((method, tuple(ProblemRef(a.key) if shipped(a) and a.key in self._held else a
+                                       for a in args)))
+        self._held.update(sent)  # a new worker starts with none (_start)
+        if len(self._held) > ProblemCache.KEEP:
+            self._held = set(sent)  # the worker forgot the older ones: send them again when asked
         return self._receive(timeout if timeout is not None else self.timeout_s)
 
     def configure(self, modules: tuple = (), **runner_kwargs) -> None:
