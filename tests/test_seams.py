@@ -121,6 +121,6 @@ def test_the_sweep_command_names_each_familys_fastest_ok_first_pass_row(capsys):
     result = tune.Result(Path("x.csv"), rows, ranking=[rows[3]], baseline_ms=2.0)
     cli_table.print_outcome(result, type("Cfg", (), {"baseline": "a"}))
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "best: a 0.500 ms, 4.00x the baseline a"
+    assert out[0] == "best: a 0.500 ms (its fastest launch), 4.00x the baseline a"
     assert out[1] == "best of each family (first pass): f2 1.000 ms, f1 2.000 ms"
     assert out[2] == "wrote x.csv (4 rows, 1 not ok: c)"

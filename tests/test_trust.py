@@ -42,13 +42,34 @@ def one_line(res):
 
 # 1. A results file knows what it holds ---------------------------------------------------------
 
-def test_the_header_names_schema_config_problem_and_device(written):
+def test_the_header_names_schema_config_problem_and_device_beside_a_plain_csv(written):
+    """The header lives in the .device.json sidecar: plain pandas.read_csv, spreadsheets and csvkit
+    read the file's first line as its column names (the header used to be that line)."""
+    import json
+
+    import pandas as pd
+
     cfg, path = written
-    first, columns = path.read_text().splitlines()[:2]
-    header = schema.parse_header_line(first)
+    columns = path.read_text().splitlines()[0]
+    header = json.loads(path.with_suffix(".device.json").read_text())["results"]
     assert header == schema.make_header("fake", cfg.problem.key, FAKE_INFO)
     assert header["device"]["driver"] == "1.0" and header["schema"] == schema.SCHEMA_VERSION
     assert columns.split(",") == results.COLUMNS and len(results.load(path)) == 7
+    assert list(pd.read_csv(path).columns) == results.COLUMNS and len(pd.read_csv(path)) == 7
+
+
+def test_a_file_with_its_header_on_its_first_line_is_still_read_and_resumed(written, tmp_path):
+    """Files written before the header moved to the sidecar."""
+    import json
+
+    cfg, path = written
+    old = tmp_path / "old.csv"
+    header = json.loads(path.with_suffix(".device.json").read_text())["results"]
+    old.write_text(f"{schema.MAGIC} {json.dumps(header)}\n" + path.read_text())
+    assert len(results.load(old)) == 7
+    assert sweep(cfg, old, resume=old).measured == []
+    with pytest.raises(UserError, match="cannot resume: it holds config 'fake'"):
+        sweep(replace(cfg, name="other"), old, resume=old)
 
 
 def test_resume_with_another_config_is_refused_naming_it_and_nothing_is_appended(written):
@@ -100,7 +121,7 @@ def test_a_file_without_a_header_is_resumed_by_its_rows_identity(written, tmp_pa
     # Files of schema 1 (no header line) still resume, and are refused for another device.
     cfg, path = written
     old = tmp_path / "old.csv"
-    old.write_text("".join(path.read_text().splitlines(True)[1:]))
+    old.write_text(path.read_text())  # no sidecar beside it
     assert len(results.load(old)) == 7
     again = sweep(cfg, old, resume=old)
     assert again.measured == []
@@ -214,7 +235,7 @@ def test_retry_failed_measures_the_failed_rows_again_and_the_new_row_counts(tmp_
     assert [s.key for s in again.measured] == [order[1].key]
     df = results.load(path)
     assert len(df) == 6 and df["key"].is_unique and set(df["status"]) == {"ok"}
-    assert len(path.read_text().splitlines()) == 2 + 7  # the failed row stays in the file
+    assert len(path.read_text().splitlines()) == 1 + 7  # the failed row stays in the file
 
 
 def test_retry_failed_without_resume_and_a_negative_seed_are_refused_before_the_sweep(tmp_path):

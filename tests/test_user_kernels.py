@@ -303,7 +303,7 @@ def test_tune_kernel_refuses_bad_arguments_in_one_line():
 def test_a_global_size_the_local_size_does_not_divide_is_refused_once_never_launched(tmp_path):
     """Guards against such a point reaching clEnqueueNDRangeKernel (CL_INVALID_WORK_GROUP_SIZE, a
     launch_error row per point) or being refused silently."""
-    from cltune.search.session import RefusedPoints
+    from cltune.search.tune import RefusedPoints
 
     path = write_config(tmp_path, modes=(0,))
     path.write_text(path.read_text().replace('global_size = ["(N + WG - 1) // WG * WG"]', 'global_size = ["N"]')

@@ -10,7 +10,7 @@ from ..core.device_values import bind_config, describe, needs_device
 from ..core.errors import UserError
 from ..search.strategies import STRATEGIES as STRATEGY_NAMES
 from .base import device_option, main, seed_option, time_limit_option, timeout_option
-from .table import Progress, SweepTable, print_outcome
+from .table import Progress, SweepTable, interrupts, kept, kept_in_folder, print_outcome
 
 SAMPLE = 1000  # points drawn to describe a space too large to list
 
@@ -137,10 +137,22 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
                         retry_failed=retry_failed, farm=farm_spec(farm))
     tune.check_options(opts)
-    if opts.farm:
-        from .farm import farm_sweep
+    with interrupts(kept):
+        if opts.farm:
+            from .farm import farm_sweep
 
-        return farm_sweep(cfg, opts)
+            return farm_sweep(cfg, opts)
+        result = _local_sweep(cfg, opts)
+    print_outcome(result, cfg)
+    reason = tune.failure(result, cfg.baseline)
+    if reason:
+        click.echo(f"Error: nothing measured: {reason}", err=True)
+        sys.exit(1)
+
+
+def _local_sweep(cfg, opts):
+    from ..search import tune
+
     backend = tune.open_backend(cfg, opts)
     try:
         info = backend.info
@@ -154,11 +166,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
         table.done()
     finally:
         backend.close()
-    print_outcome(result, cfg)
-    reason = tune.failure(result, cfg.baseline)
-    if reason:
-        click.echo(f"Error: nothing measured: {reason}", err=True)
-        sys.exit(1)
+    return result
 
 
 @main.command()
@@ -218,7 +226,9 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     info = select(device)[1]
     click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
                f"{describe(info)}; host {host_cpu()}")
-    df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
+    hint = f"cltune bench {config} --out {out} --resume" + (f" --layers {layers}" if layers else "")
+    with interrupts(lambda: kept_in_folder(out.with_suffix(""), hint)):
+        df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
     benchmod.write(df, out)
     click.echo(benchmod.format_summary(df))
     click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")

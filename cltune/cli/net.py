@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..net.schedule import POLICIES
 from .base import device_option, main, seed_option, time_limit_option, timeout_option
+from .table import interrupts, kept_in_folder
 
 
 @main.command("net")
@@ -49,6 +52,17 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
         for t in make_tasks(model):
             click.echo(f"{t.name}: weight {t.weight} ({', '.join(t.layers)})")
         return
-    res = netrun.run(model, opts, click.echo)
+    def kept_here() -> str:
+        from ..results import rows
+
+        if not rows.OPENED:
+            return "nothing was measured"
+        folder = Path(rows.OPENED[0]).parent
+        return kept_in_folder(folder, f"cltune net {network} --resume {folder}"
+                              + (f" --budget {budget}" if budget else "")
+                              + (f" --time-limit {time_limit:g}" if time_limit else ""))
+
+    with interrupts(kept_here):
+        res = netrun.run(model, opts, click.echo)
     click.echo(format_table(res))
     click.echo(f"wrote {res.run_dir}/ (network.csv, totals.csv, one results file per task)")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
@@ -16,18 +18,20 @@ STATUS_WIDTH = 12
 
 
 def row_line(row: dict, width: int) -> str:
+    """A row as the table shows it: its fastest launch (what ranks it, and what `best:` and GFLOP/s
+    speak of), then the median launch, then the medians of queue, submit and total."""
     def num(key):
         v = row.get(key)
-        return f"{v:10.3f}" if isinstance(v, float) else f"{'-':>10}"
+        return f"{v:10.3f}" if isinstance(v, float) and v == v else f"{'-':>10}"
 
     gflops = row.get("gflops")
-    gf = f"{gflops:8.2f}" if isinstance(gflops, float) else f"{'-':>8}"
+    gf = f"{gflops:8.2f}" if isinstance(gflops, float) and gflops == gflops else f"{'-':>8}"
     text = (f"{row['setting']:<{width}} {row['status']:<{STATUS_WIDTH}}"
-            f"{num('queue_ms_median')}{num('submit_ms_median')}{num('run_ms_median')}"
+            f"{num(schema.TIME)}{num('run_ms_median')}{num('queue_ms_median')}{num('submit_ms_median')}"
             f"{num('total_ms_median')} {gf}")
     if row.get("parts_run_ms"):
         text += f"  ({row['parts_run_ms']})"
-    if row["status"] not in TIMED:
+    if row["status"] not in TIMED or row.get("error"):
         text += f"  {row['error']}"
     return text
 
@@ -41,8 +45,9 @@ class SweepTable:
     def __init__(self, names, progress: "Progress | None" = None, farm: bool = False):
         self.width = max([len(n) for n in names] + [24])
         self.progress, self.farm = progress, farm
-        self.heading = [f"{'setting':<{self.width}} {'status':<{STATUS_WIDTH}}{'queue':>10}{'submit':>10}"
-                        f"{'run':>10}{'total':>10} {'GFLOP/s':>8}   (ms, medians)" + (" [worker]" if farm else "")]
+        self.heading = [f"{'setting':<{self.width}} {'status':<{STATUS_WIDTH}}{'fastest':>10}{'median':>10}"
+                        f"{'queue':>10}{'submit':>10}{'total':>10} {'GFLOP/s':>8}   (ms: the run's fastest and "
+                        "median launch; queue, submit, total: medians)" + (" [worker]" if farm else "")]
         self.phase: dict = {}  # per device kind: kinds are tuned at once on a farm, their rows interleave
         self.lock = threading.Lock()
 
@@ -96,7 +101,9 @@ def print_outcome(result, cfg) -> None:
         speedup = ""
         if result.baseline_ms:
             speedup = f", {result.baseline_ms / best[schema.TIME]:.2f}x the baseline {cfg.baseline}"
-        click.echo(f"best: {best['setting']} {best[schema.TIME]:.3f} ms{speedup}")
+        median = best.get("run_ms_median")
+        median = f", median {median:.3f} ms" if isinstance(median, float) else ""
+        click.echo(f"best: {best['setting']} {best[schema.TIME]:.3f} ms (its fastest launch{median}){speedup}")
     per_family = schema.fastest([r for r in result.rows if r["phase"] == "search"], per="family")
     if len(per_family) > 1:
         ranked = sorted(per_family.items(), key=lambda kv: kv[1][schema.TIME])
@@ -124,3 +131,40 @@ def timing_line(rows) -> str:
     return line
 
 
+class Interrupted(click.ClickException):
+    """Ctrl-C: one line saying what was kept and how to go on (exit code 130, as a shell's)."""
+
+    exit_code = 130
+
+    def show(self, file=None) -> None:
+        click.echo(self.message, err=True)
+
+
+@contextmanager
+def interrupts(describe):
+    """Ctrl-C inside the block becomes `interrupted: ...` (describe() says what was kept)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: {describe()}") from None
+
+
+def kept(resume_hint=None) -> str:
+    """What the results files this process opened hold now, and how to resume them: `resume_hint`
+    (a function of the files) for commands that resume otherwise than `--resume FILE`."""
+    from ..results import rows
+
+    files = list(dict.fromkeys(rows.OPENED))
+    if not files:
+        return "nothing was measured"
+    held = "; ".join(f"{rows.kept_rows(f)} rows kept in {f}" for f in files)
+    return f"{held}; {resume_hint(files) if resume_hint else 'resume with ' + ', '.join(f'--resume {f}' for f in files)}"
+
+
+def kept_in_folder(folder, resume: str) -> str:
+    """Rows kept in the results files of a run folder (net, bench), and the command that goes on."""
+    from ..results import rows
+
+    files = [f for f in dict.fromkeys(rows.OPENED) if Path(folder) in Path(f).parents]
+    n = sum(rows.kept_rows(f) for f in files)
+    return f"{n} rows kept in {folder}/ ({len(files)} results files); resume with {resume}"

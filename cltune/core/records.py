@@ -50,9 +50,13 @@ class Round:
     parts: tuple = ()  # (part name, run_ms) per kernel, when a setting has several
 
     @classmethod
-    def from_events(cls, profiles: list[tuple[str, int, int, int, int]]) -> "Round":
-        """profiles: (part, queued_ns, submit_ns, start_ns, end_ns) per kernel, in enqueue order."""
+    def from_events(cls, profiles: list[tuple[str, int, int, int, int]], ready_ns: int = 0) -> "Round":
+        """profiles: (part, queued_ns, submit_ns, start_ns, end_ns) per kernel, in enqueue order.
+        `ready_ns`: when the launch before it on the queue ended; a launch enqueued behind others
+        (interleaved rounds are enqueued at once) is queued from then, not from its enqueue, so
+        `queue` is its own wait, not theirs."""
         _, queued_ns, submit_ns, start_ns, _ = profiles[0]
+        queued_ns = min(max(queued_ns, ready_ns), submit_ns)
         end_ns = max(p[4] for p in profiles)
         ms = 1e-6
         parts = tuple((p[0], (p[4] - p[3]) * ms) for p in profiles) if len(profiles) > 1 else ()

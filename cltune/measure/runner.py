@@ -45,6 +45,7 @@ class Runner:
         # Settings announced ahead are built with the current one, in one program (build.py).
         self.builder = Builder(self.ctx, batch=batch_builds)
         self.device_ms = 0.0  # kernel run time of every launch so far, from the profiling events
+        self._ready_ns = 0  # when the last launch waited for ended (Round.from_events)
         self._problem = None  # the problem whose data is loaded (None: given inputs, or none yet)
         self.data = None  # data.open_data's: the problem's buffers, reference and check
 
@@ -130,7 +131,8 @@ class Runner:
         events = events or self._enqueue(prep)
         events[-1].wait()  # an in-order queue: the last one done means all are
         r = Round.from_events([(la.part, e.profile.queued, e.profile.submit, e.profile.start,
-                                e.profile.end) for la, e in zip(prep.launches, events)])
+                                e.profile.end) for la, e in zip(prep.launches, events)], self._ready_ns)
+        self._ready_ns = max(e.profile.end for e in events)  # the next launch can start from here
         self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
         return r
 

@@ -39,6 +39,9 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
     """The worker's loop: (method, args) in, ("ok", value), ("user_error", message) or ("error",
     "Type: message") out."""
     _die_with_parent()
+    # Ctrl-C reaches the whole process group: the parent says what was kept and stops this worker;
+    # a KeyboardInterrupt here would only print a traceback between its lines.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if os.getppid() != parent_pid:
         return
     for name in modules:

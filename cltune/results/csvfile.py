@@ -18,6 +18,7 @@ from ..core.errors import UserError
 from ..core.records import TIMED, Status
 from . import schema
 from .schema import COLUMNS, TEXT_COLUMNS
+from .sidecar import check_device_info, read_header, save_device_info  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep
     import pandas as pd
@@ -99,12 +100,14 @@ def read(path: str | Path) -> Table:
         data = data[: data.rfind(b"\n") + 1]
     lines = data.split(b"\n")[:-1]
     header, first = None, 0
-    if lines and lines[0].startswith(schema.MAGIC.encode()):
+    if lines and lines[0].startswith(schema.MAGIC.encode()):  # a file written before the sidecar held it
         try:
             header = schema.parse_header_line(lines[0].decode("utf-8", "replace"))
         except ValueError as exc:
             raise UserError(f"{path}: line 1: {exc}") from None
         first = 1
+    else:
+        header = read_header(path)
     if len(lines) <= first:
         raise UserError(f"{path}: line {first + 1}: not a cltune results file (no column line)")
     try:
@@ -201,8 +204,7 @@ class ResultsFile:
         if os.fstat(self._fh.fileno()).st_size == 0:
             if header:
                 check_device_info(self.path, header["device"])
-            lines = ([schema.header_line(header)] if header else []) + [",".join(COLUMNS)]
-            self._write("\n".join(lines) + "\n")
+            self._write(",".join(COLUMNS) + "\n")  # a plain CSV: its header goes to the sidecar
             return
         if not resume:
             raise UserError(f"{self.path}: already holds results; resume it with --resume {self.path}, "
@@ -228,7 +230,9 @@ class ResultsFile:
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as exc:
-            raise UserError(f"{self.path}: cannot write results: {exc.strerror or exc}") from None
+            self._failed = True
+            raise UserError(f"{self.path}: cannot write results: {exc.strerror or exc}; the rows written "
+                            "before this one are kept") from None
 
     def append(self, row: dict) -> None:
         buf = io.StringIO()
@@ -237,7 +241,12 @@ class ResultsFile:
         self._write(buf.getvalue())
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError:
+            if not getattr(self, "_failed", False):
+                raise
+            # the row that did not fit is still in the buffer: its error was said already
 
     def __enter__(self):
         return self
@@ -263,32 +272,3 @@ def _repair_tail(path: Path) -> None:
                   TruncatedLineWarning, stacklevel=4)
     with open(path, "r+b") as fh:
         fh.truncate(cut)
-
-
-def save_device_info(csv_path: str | Path, info) -> Path:
-    """The run's device attributes, beside the CSV as <name>.device.json; never replaced by the
-    attributes of another device (check_device_info refuses that before the sweep starts)."""
-    path = Path(csv_path).with_suffix(".device.json")
-    try:
-        path.write_text(json.dumps(info.as_dict(), indent=2) + "\n")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    return path
-
-
-def check_device_info(csv_path: str | Path, device: dict) -> None:
-    """Refuse a sweep whose .device.json would replace one that describes another device."""
-    path = Path(csv_path).with_suffix(".device.json")
-    if not path.is_file():
-        return
-    try:
-        held = json.loads(path.read_text())
-    except (OSError, ValueError):
-        held = None
-    mine = device
-    if not isinstance(held, dict):
-        raise UserError(f"{path}: exists and is not a device description; move it or choose another --out")
-    for f in sorted(set(held) & set(mine)):
-        if str(held[f]) != str(mine[f]):
-            raise UserError(f"{path}: describes another device ({f} {held[f]!r}, this sweep's is "
-                            f"{mine[f]!r}); move it or choose another --out")

@@ -95,6 +95,18 @@ def to_row(m: Measurement, info, problem, config_name: str, noisy_cv: float = 0.
     return {c: row.get(c) for c in COLUMNS}
 
 
+OPENED: list = []  # every results file a Recorder opened in this process: what an interrupted command kept
+
+
+def kept_rows(path) -> int:
+    """The rows a results file holds now (its data lines)."""
+    try:
+        with open(path, "rb") as fh:
+            return max(0, sum(1 for line in fh if line.strip() and not line.startswith(b"#")) - 1)
+    except OSError:
+        return 0
+
+
 class Recorder:
     """A sweep's results file and its rows: each measurement becomes a row (to_row), is appended and
     flushed, and is kept; with the rows the file held when it was resumed, they are handed to whoever
@@ -112,8 +124,9 @@ class Recorder:
 
     def open(self, header: dict, resume: bool = False) -> "Recorder":
         self._file = ResultsFile(self.path, header, resume=resume)
+        OPENED.append(self.path)
         try:
-            save_device_info(self.path, self.info)
+            save_device_info(self.path, self.info, header)
             if resume and self.path.stat().st_size:
                 self.held = load(self.path)  # warns about the lines it cannot take
         except BaseException:

@@ -45,7 +45,7 @@ def load_run(path) -> Run:
     info = path.with_suffix(".device.json")
     if info.is_file():
         try:
-            run.device = json.loads(info.read_text())
+            run.device = {k: v for k, v in json.loads(info.read_text()).items() if k != "results"}
         except json.JSONDecodeError as exc:
             raise UserError(f"{info}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     elif len(df):

@@ -47,17 +47,19 @@ def make_header(config_name: str, problem_key: str, info) -> dict:
             "problem": problem_key, "device": device_identity(info)}
 
 
-def header_line(header: dict) -> str:
-    return f"{MAGIC} {json.dumps(header, sort_keys=True, ensure_ascii=True)}"
-
-
 def parse_header_line(line: str) -> dict:
-    """The header of a `#cltune-results {...}` line; ValueError when it is damaged."""
+    """The header of a `#cltune-results {...}` line (the first line of files written before the
+    header moved to the sidecar); ValueError when it is damaged."""
     body = line[len(MAGIC):].strip()
     try:
         header = json.loads(body)
     except json.JSONDecodeError as exc:
         raise ValueError(f"damaged results header ({exc.msg})") from None
+    return check_header(header)
+
+
+def check_header(header) -> dict:
+    """A header as read (from a sidecar or an old file's first line); ValueError when it is damaged."""
     if not isinstance(header, dict) or not isinstance(header.get("device"), dict):
         raise ValueError("damaged results header (no device)")
     if header.get("schema") != SCHEMA_VERSION:

@@ -144,8 +144,6 @@ class Steps:
         budget = Budget(cfg.budget, cfg.time_limit_s)
         self.rec.strategy = cfg.strategy
         for space in cfg.spaces:
-            if space.countable:
-                _say_refused(space, cfg.problem, info)
             self.sweep.search(space, cfg.problem, info, cfg.strategy, budget, cfg.seed)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:
@@ -157,7 +155,11 @@ class Steps:
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
         rec.strategy = "rerank"
-        nothing_new = rec.held_rerank and not rec.rows
+        # A finished sweep resumed: its re-ranking stands, unless the file lost part of it (a row
+        # cut by a crash): then the whole re-ranking is measured again, side by side.
+        held = set(rec.held[rec.held["phase"] == "rerank"]["key"]) if rec.held_rerank else set()
+        whole = bool(held) and all(rec.prepare(o.setting)["key"] in held for o in top)
+        nothing_new = whole and not rec.rows
         if len(top) >= 2 and not nothing_new:
             timing = Timing(warmup=1, repeat=cfg.rerank_repeat, noisy_cv=cfg.timing.noisy_cv)
             for m in self.backend.measure_interleaved(cfg.problem, [o.setting for o in top], timing):
@@ -186,19 +188,3 @@ def resumed_outcomes(df, retry_failed: bool = False) -> dict:
         cost = row[schema.TIME] if timed(row["status"]) else None
         out[row["key"]] = Outcome(setting, row["status"], cost)
     return out
-
-
-class RefusedPoints(UserWarning):
-    """Points of a space the family or the device refuses before anything is built (a user
-    kernel's global size that its local size does not divide): said once per space, never rows."""
-
-
-def _say_refused(space, problem, info) -> None:
-    import warnings
-
-    by_constraints, by_family, first = space.refused(problem, info)
-    if by_family:
-        left = space.size - by_constraints - by_family
-        warnings.warn(f"space {space.family}: {by_family} of its {space.size} points are refused before they are "
-                      f"built ({first}; and the like), {by_constraints} by its constraints; {left} left to search",
-                      RefusedPoints, stacklevel=2)

@@ -104,6 +104,9 @@ def _run(cfg, opts: Options, backend, on_row) -> Result:
     if refusal:
         raise UserError(refusal)
     cfg = bind_config(cfg, info)  # device.* values in its spaces and built-in settings
+    for i, space in enumerate(cfg.spaces):
+        if space.countable:
+            say_refused(cfg.path, i, space, problem, info)
     path = Path(opts.resume or opts.out or default_path(cfg, info))
     with session(cfg, backend, path, bool(opts.resume), opts.retry_failed, on_row) as steps:
         outcomes = steps.baseline() + steps.listed()
@@ -125,3 +128,25 @@ def failure(result: Result, baseline: str | None) -> str | None:
     what = (f"the baseline {bad['setting']} failed" if bad is base and ok
             else f"all {len(first)} settings failed")
     return f"{what} ({bad['status']}: {bad['error']}); the rows are in {result.path}"
+
+
+class RefusedPoints(UserWarning):
+    """Points of a space the family or the device refuses before anything is built (a user
+    kernel's global size that its local size does not divide): said once per space, never rows."""
+
+
+def say_refused(path: str, index: int, space, problem, info) -> None:
+    """Once per space, before anything is measured: how many of its points the family or the device
+    refuse (a warning), or that none is left (one line, the sweep does not start)."""
+    import warnings
+
+    by_constraints, by_family, first = space.refused(problem, info)
+    left = space.size - by_constraints - by_family
+    if by_family and not left:
+        raise UserError(f"{path}: space[{index}] ({space.family}): none of its {space.size} points can run on "
+                        f"{info.name}: {by_family} refused before they are built ({first}; and the like), "
+                        f"{by_constraints} by its constraints")
+    if by_family:
+        warnings.warn(f"space {space.family}: {by_family} of its {space.size} points are refused before they are "
+                      f"built ({first}; and the like), {by_constraints} by its constraints; {left} left to search",
+                      RefusedPoints, stacklevel=2)
