@@ -226,8 +226,8 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     info = select(device)[1]
     click.echo(f"device {info.index}: {info.name} ({info.platform}, driver {info.driver}): "
                f"{describe(info)}; host {host_cpu()}")
-    hint = f"cltune bench {config} --out {out} --resume" + (f" --layers {layers}" if layers else "")
-    with interrupts(lambda: kept_in_folder(out.with_suffix(""), hint)):
+    hint = f"resume with cltune bench {config} --out {out} --resume" + (f" --layers {layers}" if layers else "")
+    with interrupts(lambda files: kept_in_folder(files, hint)):
         df = benchmod.run(cfg, opts, out.with_suffix(""), rounds, only, click.echo, info=info)
     benchmod.write(df, out)
     click.echo(benchmod.format_summary(df))

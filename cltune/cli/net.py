@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..net.schedule import POLICIES
@@ -52,17 +50,9 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
         for t in make_tasks(model):
             click.echo(f"{t.name}: weight {t.weight} ({', '.join(t.layers)})")
         return
-    def kept_here() -> str:
-        from ..results import rows
-
-        if not rows.OPENED:
-            return "nothing was measured"
-        folder = Path(rows.OPENED[0]).parent
-        return kept_in_folder(folder, f"cltune net {network} --resume {folder}"
-                              + (f" --budget {budget}" if budget else "")
-                              + (f" --time-limit {time_limit:g}" if time_limit else ""))
-
-    with interrupts(kept_here):
+    hint = ("resume with cltune net " + network + " --resume {folder}" + (f" --budget {budget}" if budget else "")
+            + (f" --time-limit {time_limit:g}" if time_limit else ""))
+    with interrupts(lambda files: kept_in_folder(files, hint)):
         res = netrun.run(model, opts, click.echo)
     click.echo(format_table(res))
     click.echo(f"wrote {res.run_dir}/ (network.csv, totals.csv, one results file per task)")

@@ -142,29 +142,30 @@ class Interrupted(click.ClickException):
 
 @contextmanager
 def interrupts(describe):
-    """Ctrl-C inside the block becomes `interrupted: ...` (describe() says what was kept)."""
+    """Ctrl-C inside the block becomes `interrupted: ...`: describe(files) says what the results
+    files the block opened hold and how to go on."""
+    from ..results import rows
+
+    start = len(rows.OPENED)
     try:
         yield
     except KeyboardInterrupt:
-        raise Interrupted(f"interrupted: {describe()}") from None
+        files = list(dict.fromkeys(rows.OPENED[start:]))
+        raise Interrupted(f"interrupted: {describe(files) if files else 'nothing was measured'}") from None
 
 
-def kept(resume_hint=None) -> str:
-    """What the results files this process opened hold now, and how to resume them: `resume_hint`
-    (a function of the files) for commands that resume otherwise than `--resume FILE`."""
+def kept(files) -> str:
+    """What these results files hold now, and how to resume each."""
     from ..results import rows
 
-    files = list(dict.fromkeys(rows.OPENED))
-    if not files:
-        return "nothing was measured"
     held = "; ".join(f"{rows.kept_rows(f)} rows kept in {f}" for f in files)
-    return f"{held}; {resume_hint(files) if resume_hint else 'resume with ' + ', '.join(f'--resume {f}' for f in files)}"
+    return f"{held}; resume with {', '.join(f'--resume {f}' for f in files)}"
 
 
-def kept_in_folder(folder, resume: str) -> str:
+def kept_in_folder(files, resume: str) -> str:
     """Rows kept in the results files of a run folder (net, bench), and the command that goes on."""
     from ..results import rows
 
-    files = [f for f in dict.fromkeys(rows.OPENED) if Path(folder) in Path(f).parents]
+    folder = Path(files[0]).parent
     n = sum(rows.kept_rows(f) for f in files)
-    return f"{n} rows kept in {folder}/ ({len(files)} results files); resume with {resume}"
+    return f"{n} rows kept in {folder}/ ({len(files)} results files); {resume.format(folder=folder)}"
