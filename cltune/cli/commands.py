@@ -236,4 +236,5 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
 
 from . import farm as farm_commands  # noqa: E402,F401  (its commands join `main`)
 from . import net as net_commands  # noqa: E402,F401
+from . import replay as replay_commands  # noqa: E402,F401
 from . import report as report_commands  # noqa: E402,F401

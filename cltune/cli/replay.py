@@ -1,0 +1,65 @@
+"""`cltune replay` (a recorded space replayed as if it were a device, to score search strategies)
+and `cltune export` (a results file in the community's T4 format): parse, call, print."""
+
+from __future__ import annotations
+
+import click
+
+from ..search.strategies import STRATEGIES
+from .base import Seconds, main
+
+
+@main.command()
+@click.argument("space", type=click.Path(dir_okay=False))
+@click.option("--strategy", "strategies", multiple=True, type=click.Choice(sorted(STRATEGIES)),
+              help="A strategy to replay (repeatable; default: cltune's default).")
+@click.option("--budget", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Distinct points each run measures.")
+@click.option("--seeds", type=click.IntRange(min=1), default=20, show_default=True, help="Runs per strategy.")
+@click.option("--time", "seconds", type=Seconds(), default=None,
+              help="Cut each run at this many seconds of the points' recorded compile and benchmark time "
+                   "instead of --budget.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="CSV: one row per strategy, seed and evaluation (strategy, seed, evaluation, time, best_time).")
+def replay(space, strategies, budget, seeds, seconds, out):
+    """Replay SPACE (a Kernel Tuner cache .json/.json.gz, T4 results JSON, or a cltune results CSV of an
+    exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
+    import csv
+
+    from ..core.config import DEFAULT_STRATEGY
+    from ..results.recorded import load
+    from ..search.replay import BUDGETS, format_summary, rows_of, run_all, summarize
+
+    recorded = load(space)
+    strategies = list(strategies) or [DEFAULT_STRATEGY]
+    limit = None if seconds else budget
+    traces = run_all(recorded, strategies, seeds, limit, seconds)
+    longest = max(len(t.times) for t in traces)
+    budgets = [b for b in BUDGETS if b < longest] + [longest]
+    click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets))
+    if out:
+        rows = rows_of(traces)
+        with open(out, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["strategy"])
+            writer.writeheader()
+            writer.writerows(rows)
+        click.echo(f"wrote {out} ({len(rows)} rows)")
+
+
+@main.command()
+@click.argument("results_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["t4"]), default="t4", show_default=True)
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Output file (default: RESULTS with .t4.json).")
+def export(results_file, fmt, out):
+    """Write a results file in the T4 format the community's methodology tools (and `replay`) read."""
+    import json
+    from pathlib import Path
+
+    from ..results import rows
+    from ..results.t4 import to_t4
+
+    doc = to_t4(rows.load(results_file))
+    path = Path(out) if out else Path(results_file).with_suffix(".t4.json")
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(f"wrote {path} ({len(doc['results'])} results)")

@@ -1,0 +1,182 @@
+"""Recorded tuning spaces, read as a replay sees them: the knobs' value lists, every valid point
+(what was recorded), and each point's time, or its failure, with the compile and run time it
+cost. Three formats: Kernel Tuner's cache (.json or .json.gz, the FAIR Benchmark Hub's spaces),
+the community's T4 results JSON, and a cltune results file of an exhaustive sweep."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.errors import UserError
+from ..core.records import TIMED
+
+
+@dataclass(frozen=True)
+class Point:
+    time: float | None  # ms, None: the point failed (build, launch or run)
+    cost_s: float  # what measuring it cost: its recorded compile and benchmark time, in seconds
+
+
+@dataclass
+class Recorded:
+    """A recorded space: knob names and value lists, and the points, keyed by their value tuple."""
+
+    name: str
+    params: list  # [(knob, (value, ...)), ...]
+    points: dict = field(default_factory=dict)  # tuple of values, in params order -> Point
+
+    @property
+    def optimum(self) -> float:
+        times = [p.time for p in self.points.values() if p.time is not None]
+        if not times:
+            raise UserError(f"{self.name}: no point of the recorded space ran; nothing to replay")
+        return min(times)
+
+    @property
+    def failed(self) -> int:
+        return sum(p.time is None for p in self.points.values())
+
+    def describe(self) -> str:
+        product = math.prod(len(v) for _, v in self.params)
+        return (f"{self.name}: {len(self.points)} valid points of {product}, {self.failed} failed, "
+                f"optimum {self.optimum:.4g} ms")
+
+
+def load(path: str | Path) -> Recorded:
+    """A recorded space from a Kernel Tuner cache, a T4 results file or a cltune results CSV."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    if path.suffix == ".csv":
+        return _from_cltune(path)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError, EOFError) as exc:
+        raise UserError(f"{path}: not a JSON file (Kernel Tuner cache or T4 results): {exc}") from None
+    if isinstance(data, dict) and "cache" in data and "tune_params" in data:
+        return _from_kernel_tuner(path, data)
+    if isinstance(data, dict) and isinstance(data.get("results"), list):
+        return _from_t4(path, data)
+    raise UserError(f"{path}: neither a Kernel Tuner cache (tune_params, cache) nor T4 results (results)")
+
+
+def _from_kernel_tuner(path: Path, data: dict) -> Recorded:
+    keys = data.get("tune_params_keys") or list(data["tune_params"])
+    rec = Recorded(_stem(path), [(k, tuple(data["tune_params"][k])) for k in keys])
+    index = {k: {str(v): v for v in vals} for k, vals in rec.params}
+    for key, entry in data["cache"].items():
+        if not isinstance(entry, dict):
+            continue
+        try:
+            values = tuple(entry[k] if k in entry else index[k][s] for k, s in zip(keys, key.split(",")))
+        except KeyError:
+            continue
+        t = entry.get("time")
+        if t == "InvalidConfig":
+            continue  # refused by its restrictions: not a point of the space
+        cost = (_num(entry.get("compile_time")) + _num(entry.get("benchmark_time"))
+                + _num(entry.get("verification_time"))) / 1e3
+        ok = isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t < 1e19
+        rec.points[values] = Point(float(t) if ok else None, cost)
+    return rec
+
+
+def _from_t4(path: Path, data: dict) -> Recorded:
+    rows = [r for r in data["results"] if isinstance(r, dict) and isinstance(r.get("configuration"), dict)]
+    if not rows:
+        raise UserError(f"{path}: T4 results without any configuration")
+    names = list(dict.fromkeys(n for r in rows for n in r["configuration"]))  # a knob a row lacks: None
+    values: dict = {n: [] for n in names}
+    rec = Recorded(_stem(path), [])
+    for r in rows:
+        conf = {n: r["configuration"].get(n) for n in names}
+        if r.get("invalidity") == "constraints":
+            continue
+        for n in names:
+            if conf[n] not in values[n]:
+                values[n].append(conf[n])
+        times = r.get("times") or {}
+        cost = (_num(times.get("compilation_time", times.get("compilation"))) + _num(times.get("benchmark"))
+                + sum(_num(x) for x in times.get("runtimes") or [] if not times.get("benchmark"))) / 1e3
+        t = _t4_time(r) if r.get("invalidity", "correct") == "correct" else None
+        rec.points[tuple(conf[n] for n in names)] = Point(t, cost)
+    rec.params = [(n, tuple(sorted(values[n], key=_order))) for n in names]
+    return rec
+
+
+def _t4_time(r: dict) -> float | None:
+    wanted = (r.get("objectives") or ["time"])[0]
+    for m in r.get("measurements") or []:
+        if isinstance(m, dict) and m.get("name") == wanted and isinstance(m.get("value"), (int, float)):
+            return float(m["value"])
+    runtimes = (r.get("times") or {}).get("runtimes")
+    return float(min(runtimes)) if runtimes else None
+
+
+def _from_cltune(path: Path) -> Recorded:
+    from . import rows, schema
+
+    df = rows.load(path)
+    df = df[df["phase"] == "search"] if "phase" in df else df
+    df = df[df["status"] != "invalid"]
+    if not len(df):
+        raise UserError(f"{path}: no measured rows to replay")
+    families = sorted(set(df["family"]))
+    points, names = [], []
+    for _, row in df.iterrows():
+        values = json.loads(row["params"])
+        if len(families) > 1:
+            values = {"family": row["family"], **values}
+        names += [n for n in values if n not in names]
+        timed = row["status"] in TIMED and row.get(schema.TIME) == row.get(schema.TIME)
+        cost = (_num(row.get("wall_ms")) or _num(row.get("build_ms")) + sum(schema.samples(row))) / 1e3
+        points.append((values, float(row[schema.TIME]) if timed else None, cost))
+    rec = Recorded(_stem(path), [])
+    seen: dict = {n: [] for n in names}
+    for values, t, cost in points:
+        key = tuple(values.get(n) for n in names)
+        for n, v in zip(names, key):
+            if v not in seen[n]:
+                seen[n].append(v)
+        old = rec.points.get(key)
+        if old is None or (t is not None and (old.time is None or t < old.time)):
+            rec.points[key] = Point(t, cost)
+    rec.params = [(n, tuple(sorted(seen[n], key=_order))) for n in names]
+    return rec
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".csv"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return f"{path.parent.name}/{name}" if path.parent.name else name
+
+
+def _num(value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def _order(value):
+    """Numbers before strings, each in their own order (a value list as a config would write it)."""
+    if value is None:
+        return (-1, 0, "")
+    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
+
+
+def median_quartiles(values: list) -> tuple:
+    """(median, first quartile, third quartile)."""
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return statistics.median(values), q[0], q[2]

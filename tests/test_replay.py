@@ -1,0 +1,98 @@
+"""`cltune replay`: recorded spaces (Kernel Tuner's cache, T4, a cltune results file) replayed
+through the sweep's loop, budgets kept exactly, failed points seen as failures; `cltune export`."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
+from cltune.results import recorded
+from cltune.results import rows as results
+from cltune.search import replay, tune
+
+from .fakes import FakeBackend
+from .test_tuning import make_config
+
+HUB = Path(__file__).parent / "fixtures" / "hub" / "convolution_milo_A100.json.gz"
+
+
+@pytest.fixture(scope="module")
+def hub():
+    return recorded.load(HUB)
+
+
+def test_the_hub_file_reads_as_kernel_tuners_simulation_mode_sees_it(hub):
+    assert len(hub.points) == 4362 and hub.failed == 161
+    assert hub.optimum == pytest.approx(0.5536, abs=1e-4)
+    assert [n for n, _ in hub.params][:2] == ["block_size_x", "block_size_y"]
+    assert all(p.cost_s > 0 for p in hub.points.values())
+
+
+@pytest.mark.parametrize("strategy", ["random", "exhaustive", "tpe"])
+def test_a_budget_is_exactly_that_many_distinct_points(hub, strategy):
+    t = replay.replay(hub, strategy, seed=3, budget=37)
+    assert len(t.times) == 37
+    seen = replay.replay(hub, strategy, seed=3, budget=37)
+    assert seen.times == t.times  # a seed gives the same run
+
+
+def test_failed_points_are_failures_and_a_time_budget_is_recorded_seconds(hub):
+    t = replay.replay(hub, "exhaustive", seed=0, budget=len(hub.points))
+    assert sum(x is None for x in t.times) == hub.failed
+    timed = replay.replay(hub, "random", seed=1, seconds=60.0)
+    assert timed.seconds[-2] < 60.0 <= timed.seconds[-1] + 1e-9 or timed.seconds[-1] < 60.0
+    assert all(b >= a for a, b in zip(timed.seconds, timed.seconds[1:]))
+
+
+def test_scores_are_the_fraction_of_the_optimum(hub):
+    traces = replay.run_all(hub, ["exhaustive"], seeds=2, budget=None, seconds=None)
+    [row] = replay.summarize(hub, traces, budgets=(len(hub.points),))
+    assert row[f"B={len(hub.points)}"][0] == 1.0 and row["seeds"] == 2
+    rows = replay.rows_of(traces[:1])
+    assert rows[-1]["best_time"] == pytest.approx(hub.optimum)
+
+
+def test_a_cltune_results_file_and_its_t4_export_replay_alike(tmp_path):
+    cfg = make_config(strategy="exhaustive")
+    out = tmp_path / "r.csv"
+    tune.run(cfg, tune.Options(isolation=False, out=out, rerank=0),
+             backend=FakeBackend(fail={cfg.spaces[0].valid_settings(cfg.problem)[2].params_json: "build_error"}))
+    from_csv = recorded.load(out)
+    res = CliRunner().invoke(main, ["export", str(out), "--out", str(tmp_path / "r.t4.json")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "r.t4.json").read_text())
+    assert doc["schema_version"] == "1.0.0"
+    for r in doc["results"]:  # the T4 schema's required fields and its enum
+        assert {"configuration", "times", "invalidity", "correctness"} <= set(r)
+        assert r["invalidity"] in ("timeout", "compile", "runtime", "correctness", "constraints", "correct")
+    from_t4 = recorded.load(tmp_path / "r.t4.json")
+    assert from_t4.points.keys() == from_csv.points.keys() and from_csv.failed == 1
+    assert {k: p.time for k, p in from_t4.points.items()} == {k: p.time for k, p in from_csv.points.items()}
+    assert len(from_csv.points) == len(results.load(out))  # the baseline `normal` too
+
+
+def test_the_replay_command_prints_the_table_and_writes_the_rows(tmp_path):
+    out = tmp_path / "replay.csv"
+    res = CliRunner().invoke(main, ["replay", str(HUB), "--strategy", "random", "--strategy", "exhaustive",
+                                    "--seeds", "3", "--budget", "30", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "B=25" in res.output and "B=30" in res.output and "e95" in res.output
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 2 * 3 * 30
+    assert list(rows[0])[:5] == ["strategy", "seed", "evaluation", "time", "best_time"]
+    failed = [r for r in rows if r["time"] == ""]  # a failed point: no time, the best so far stands
+    assert all(r["best_time"] != "" or r["evaluation"] == "1" for r in failed)
+
+
+def test_a_file_that_is_no_recorded_space_is_one_line(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(UserError, match="neither a Kernel Tuner cache"):
+        recorded.load(bad)
+    res = CliRunner().invoke(main, ["replay", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "no such file" in res.output
