@@ -24,8 +24,11 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
     from .net.nearest import nearest, problem_from_key
     from .results.best import best_setting as lookup
-    from .results.best import device_entries
+    from .results.best import device_entries, problem_key
 
+    if not isinstance(device_name, str) or not device_name:
+        raise UserError(f"device_name: expected a device's name (a str, DeviceInfo.name), got {device_name!r:.60}")
+    problem_key(problem)  # a Problem or its key, else one line naming the argument
     entry = lookup(device_name, problem, path, target)
     if entry is not None:
         return {**entry, "match": "exact"}

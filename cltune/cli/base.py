@@ -53,9 +53,13 @@ def _silence_stdout() -> None:
 
 
 class Seconds(click.ParamType):
-    """A finite number of seconds > 0 (click's FloatRange lets nan and inf through)."""
+    """A finite number of seconds > 0 and at most `max_s` (click's FloatRange lets nan and inf
+    through; a wait of 1e308 s overflows the clocks and polls that time it)."""
 
     name = "seconds"
+
+    def __init__(self, max_s: float = 1e7):  # 116 days
+        self.max_s = max_s
 
     def convert(self, value, param, ctx):
         import math
@@ -66,6 +70,10 @@ class Seconds(click.ParamType):
             self.fail(f"{value!r} is not a number", param, ctx)
         if not math.isfinite(v) or v <= 0:
             self.fail(f"expected a finite number of seconds > 0, got {value!r}", param, ctx)
+        if v > self.max_s:
+            days = round(self.max_s / 86400)
+            self.fail(f"expected at most {self.max_s:g} seconds ({days} day{'s' * (days != 1)}), "
+                      f"got {value!r}", param, ctx)
         return v
 
 
@@ -99,4 +107,6 @@ def time_limit_option(help: str = "Seconds of search per space."):
 
 def timeout_option(help: str = "Seconds one setting may take before its worker is killed "
                                "(default: 10x the baseline's time, at least 60)."):
-    return click.option("--timeout", type=Seconds(), default=None, help=help)
+    # One day at most: a worker's wait is the timeout times the settings it measures at once, and a
+    # poll() takes at most 2**31 ms (24.8 days).
+    return click.option("--timeout", type=Seconds(max_s=86400), default=None, help=help)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from .base import device_option, main
+from .base import Seconds, device_option, main
 from .table import SweepTable, print_outcome
 
 
@@ -15,24 +16,31 @@ from .table import SweepTable, print_outcome
 @device_option
 @click.option("--name", default=None, help="This worker's name in the results' `worker` column "
                                            "(default: Dask's, its address).")
-def worker(scheduler, device, name):
+@click.option("--connect-timeout", type=Seconds(), default=None, metavar="SECONDS",
+              help="Give up (exit 2) when the scheduler cannot be reached for this long "
+                   "(default: keep trying, with a line every 30 s).")
+def worker(scheduler, device, name, connect_timeout):
     """Serve SCHEDULER (a Dask scheduler's address, tcp://HOST:8786) with one OpenCL device."""
-    from ..measure.farm import _distributed
+    from ..measure import farm
 
-    _distributed()  # before farm_worker, which imports distributed: one line if it is missing
+    scheduler = farm.check_address(scheduler, "scheduler address")  # before Dask, which answers a traceback
+    farm._distributed()  # before farm_worker, which imports distributed: one line if it is missing
     from ..measure.farm_worker import serve
 
-    serve(scheduler, device, name, click.echo)
+    farm.wait_for_scheduler(scheduler, click.echo, connect_timeout)  # a line at once if it cannot be reached
+    serve(scheduler, device, name, click.echo, connect_timeout, farm.RETRY_LINE_S)
 
 
 def farm_sweep(cfg, opts) -> None:
     """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
     from ..core.errors import UserError
+    from ..measure.backend import FARM_ENV
+    from ..measure.farm import check_spec
     from ..search import farm, tune
 
+    spec = check_spec(opts.farm, "$" + FARM_ENV if os.environ.get(FARM_ENV) == opts.farm else "--farm")
     if not opts.isolation:
         raise UserError("--no-isolation: a farm always measures in each worker's own measuring process")
-    spec = opts.farm
     if opts.device is not None and not spec.strip().startswith("local:"):
         raise UserError(f"--device picks this machine's device; the workers of {spec} picked theirs "
                         "(cltune worker SCHEDULER --device D)")

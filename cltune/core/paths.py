@@ -22,21 +22,33 @@ def home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "cltune"
 
 
-def slug(name: str, limit: int = 60) -> str:
-    """A name made safe as one file name: letters, digits, '-' and '_' only (never '/', '..' or NUL)."""
+def slug(name: str, limit: int = 60, fallback: str = "unnamed") -> str:
+    """A name made safe as one file name: letters, digits, '-' and '_' only (never '/', '..' or NUL);
+    accents folded (é -> e, ü -> u). A name with no such character left (Cyrillic, CJK)
+    becomes `fallback` and a short hash of the name: distinct names keep distinct files."""
+    import hashlib
     import re
+    import unicodedata
 
-    text = re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)).strip("-")[:limit].strip("-")
-    return text or "unnamed"
+    text = str(name)
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    out = re.sub(r"[^A-Za-z0-9_-]+", "-", folded).strip("-")[:limit].strip("-")
+    if out:
+        return out
+    if not re.sub(r"[\W_]+", "", text):  # nothing but punctuation and spaces: nothing to tell apart
+        return fallback
+    return f"{fallback}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
 
 
 def stamped_path(*names: str, suffix: str = "", folder: str | Path = "results") -> Path:
     """results/<name>_<name>_<time><suffix> for a run's file (suffix ".csv") or folder (suffix ""),
     inside `folder` whatever the names hold (each made a slug; a device name lower-case, 40 at
-    most); `-2`, `-3` ... when two runs start in the same second."""
+    most; "config-<hash>" / "device-<hash>" for a name with no ASCII letter or digit); `-2`, `-3` ...
+    when two runs start in the same second."""
     from datetime import datetime
 
-    parts = [slug(n) for n in names[:1]] + [slug(n).lower()[:40] for n in names[1:]]
+    parts = [slug(n, fallback="config") for n in names[:1]] + [slug(n, fallback="device").lower()[:40]
+                                                               for n in names[1:]]
     stem = "_".join([*parts, datetime.now().strftime("%Y%m%d-%H%M%S")])
     path, n = Path(folder) / f"{stem}{suffix}", 1
     while path.exists():

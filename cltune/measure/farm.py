@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -25,6 +26,12 @@ from ..core.errors import UserError, first_line
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
 START_TIMEOUT_S = 120.0
+RETRY_S = 1.0  # between a worker's attempts to reach the scheduler
+RETRY_LINE_S = float(os.environ.get("CLTUNE_WORKER_RETRY_LINE_S", "30"))  # a line while it cannot be reached
+PROBE_S = 3.0  # a TCP probe of the scheduler's port: refused or unknown at once, silent after this
+SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")  # what Dask's comms take
+ADDRESS_FORMS = "tcp://HOST:PORT (or tls://, ws://, wss://, ucx://, inproc://)"
+_HOST_PORT = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})")
 
 
 class FarmError(UserError):
@@ -34,6 +41,112 @@ class FarmError(UserError):
 def lost_scheduler(spec: str, why: str = "") -> FarmError:
     return FarmError(f"lost the farm's scheduler {spec}{': ' + why if why else ''}; the rows so far are kept, "
                      "--resume continues")
+
+
+def check_spec(spec: str, what: str = "--farm") -> str:
+    """`local:N` (N >= 1) or a scheduler's address Dask takes, else one line naming the value."""
+    s = spec.strip()
+    if s.split(":", 1)[0].lower() == "local" and "://" not in s:
+        n = s.partition(":")[2].strip()
+        if not (n.isascii() and n.isdigit() and int(n) >= 1):
+            raise UserError(f"{what} {spec!r}: expected local:N with N a whole number >= 1 "
+                            "(N workers on this machine)")
+        return f"local:{int(n)}"
+    return check_address(s, what, ", HOST:PORT or local:N")
+
+
+def check_address(address: str, what: str = "scheduler address", also: str = " or HOST:PORT") -> str:
+    """A Dask scheduler's address (scheme one of SCHEMES, or HOST:PORT for tcp), else one line."""
+    scheme, rest = _split(address.strip())
+    expected = f"expected {ADDRESS_FORMS}{also}"
+    if scheme not in SCHEMES:
+        raise UserError(f"{what} {address!r}: Dask takes no {scheme}:// address; {expected}")
+    ok = bool(rest) if scheme == "inproc" else _host_port(rest) is not None
+    if not ok:
+        raise UserError(f"{what} {address!r}: {expected}")
+    return address.strip()
+
+
+def _split(address: str) -> tuple[str, str]:
+    scheme, sep, rest = address.partition("://")
+    return (scheme.lower(), rest) if sep else ("tcp", address)
+
+
+def _host_port(rest: str) -> tuple[str, int] | None:
+    m = _HOST_PORT.fullmatch(rest)
+    if m is None or not 1 <= int(m["port"]) <= 65535:
+        return None
+    return m["v6"] or m["host"], int(m["port"])
+
+
+def unreachable(address: str, timeout_s: float = PROBE_S, silent_ok: bool = True) -> str | None:
+    """Why the scheduler's port cannot be reached (refused, unknown host, no route), or None: it
+    accepted a TCP connection (or the scheme is not probed: inproc, ucx). No answer within
+    timeout_s is None when `silent_ok` (a slow network: Dask's own timeout decides), else a reason."""
+    scheme, rest = _split(address.strip())
+    where = _host_port(rest) if scheme in ("tcp", "tls", "ws", "wss") else None
+    if where is None:
+        return None
+    try:
+        with socket.create_connection(where, timeout=timeout_s):
+            return None
+    except socket.gaierror:
+        return f"unknown host {where[0]}"
+    except TimeoutError:  # socket.timeout too
+        return None if silent_ok else f"no answer within {timeout_s:g} s"
+    except ConnectionRefusedError:
+        return "connection refused (is a Dask scheduler running there?)"
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+
+
+def wait_for_scheduler(scheduler: str, echo, connect_timeout_s: float | None = None) -> None:
+    """Until the scheduler's port answers: a line at once naming it and why, then one every
+    RETRY_LINE_S; a UserError once connect_timeout_s has passed."""
+    start, said = time.monotonic(), None  # said: when the last line was, in seconds from the start
+    limit = float("inf") if connect_timeout_s is None else connect_timeout_s
+    while True:
+        why = unreachable(scheduler, max(0.1, min(PROBE_S, limit - (time.monotonic() - start))), silent_ok=False)
+        waited = time.monotonic() - start
+        if why is None:
+            if said is not None:
+                echo(f"reached the scheduler {scheduler} after {waited:.0f} s")
+            return
+        if waited >= limit:
+            raise UserError(f"cannot reach the scheduler {scheduler} within --connect-timeout {limit:g} s: {why}")
+        if said is None:
+            echo(f"cannot reach the scheduler {scheduler}: {why}; retrying, a line every {RETRY_LINE_S:g} s"
+                 + ("" if connect_timeout_s is not None else " (--connect-timeout SECONDS gives up)"))
+            said = waited
+        elif waited - said >= RETRY_LINE_S:
+            echo(f"still cannot reach the scheduler {scheduler} after {waited:.0f} s: {why}")
+            said = waited
+        time.sleep(max(0.0, min(RETRY_S, limit - waited)))
+
+
+def _hello(address: str, timeout_s: float) -> None:
+    """Dask's handshake with the scheduler within timeout_s, else TimeoutError or OSError (before any
+    Client: a Client waits for the answer without a limit, and one that fails to start is left open)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def hello():
+        from distributed.comm import connect
+        from distributed.security import Security
+
+        args = Security().get_connection_args("client")
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **args), timeout_s)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever loop the caller runs
+        try:
+            pool.submit(asyncio.run, hello()).result()
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no answer from a Dask scheduler within {timeout_s:g} s") from None
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Dask's comms say a setup they cannot use this way
+            raise OSError(f"{type(exc).__name__}: {first_line(exc)}") from None
 
 
 def _distributed():
@@ -61,15 +174,20 @@ class Farm:
     """A connected client (and the LocalCluster it started, for `local:N`)."""
 
     def __init__(self, spec: str, device=None, workers_timeout_s: float = START_TIMEOUT_S):
+        spec = check_spec(spec)  # before Dask: a Client it cannot parse is left open, and waits 60 s at exit
         dist = _distributed()
         self.spec, self.cluster = spec, None
-        m = re.fullmatch(r"local:(\d+)", spec.strip())
+        m = re.fullmatch(r"local:(\d+)", spec)
         try:
             if m:
                 self.cluster = _local_cluster(int(m.group(1)), device)
                 self.client = dist.Client(self.cluster, set_as_default=False)
             else:
                 connect_s = float(os.environ.get("CLTUNE_FARM_CONNECT_S", 30))
+                why = unreachable(spec, min(PROBE_S, connect_s))  # refused: at once, not after connect_s
+                if why:
+                    raise FarmError(f"cannot reach the farm's scheduler {spec}: {why}")
+                _hello(spec, connect_s)
                 self.client = dist.Client(spec, timeout=connect_s, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self.close()

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from distributed import WorkerPlugin, get_worker
+
+from ..core.errors import UserError
 
 PLUGIN = "cltune-device"
 RESOURCE = "cltune"  # every cltune worker holds one: one setting at a time
@@ -121,29 +125,68 @@ def identity(dask_worker=None) -> dict | None:
     return {"name": plugin.worker_name, "kind": plugin.kind, "info": plugin.info}
 
 
-def serve(scheduler: str, device=None, name: str | None = None, echo=print) -> None:
-    """`cltune worker`: open the device, then serve the scheduler until stopped."""
+def serve(scheduler: str, device=None, name: str | None = None, echo=print,
+          connect_timeout_s: float | None = None, line_every_s: float = 30.0) -> None:
+    """`cltune worker` once the scheduler's port answers (farm.wait_for_scheduler): open the device,
+    then serve the scheduler until stopped. While the scheduler has not taken the worker: a line
+    every `line_every_s`, and after `connect_timeout_s` (None: never) a UserError."""
+    import asyncio
+
+    from .worker import WorkerRunner
+
+    _quiet_retries()
+    runner = WorkerRunner(device)
+    try:
+        info, kind = runner.info, kind_of(runner.info)
+        echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.compute_units} compute units)")
+        plugin = DevicePlugin(device, runner)
+        asyncio.run(_serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        runner.close()
+
+
+async def _serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s) -> None:
+    """A Dask worker until it is closed; while the scheduler has not taken it (once the device is
+    ready), a line every line_every_s, and a UserError after connect_timeout_s."""
     import asyncio
 
     import dask
     from distributed import Worker
 
-    from .worker import WorkerRunner
-
-    runner = WorkerRunner(device)
-    info, kind = runner.info, kind_of(runner.info)
-    echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.compute_units} compute units)")
-
-    async def run():
-        dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
-        async with Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1},
-                          plugins=(DevicePlugin(device, runner),)) as worker:
-            echo(f"worker {worker.name} at {worker.address}, joined {scheduler} as {kind}")
-            await worker.finished()
-
+    dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
+    worker = Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1}, plugins=(plugin,))
+    starting = asyncio.ensure_future(worker.start())
     try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
+        since = said = None
+        while not (await asyncio.wait({starting}, timeout=0.5))[0]:
+            if plugin.info is None:  # the device is still being set up (its own timeouts)
+                continue
+            now = time.monotonic()
+            since, said = since or now, said or now
+            if connect_timeout_s is not None and now - since > connect_timeout_s:
+                starting.cancel()
+                raise UserError(f"the scheduler {scheduler} did not accept this worker within "
+                                f"--connect-timeout {connect_timeout_s:g} s")
+            if now - said >= line_every_s:
+                echo(f"still waiting for the scheduler {scheduler} to accept this worker ({now - since:.0f} s)")
+                said = now
+        starting.result()
+        echo(f"worker {worker.name} at {worker.address}, joined {scheduler} as {kind}")
+        await worker.finished()
     finally:
-        runner.close()
+        await worker.close()
+
+
+class _NoRetryLines(logging.Filter):
+    """Dask's worker logs each failed attempt to reach the scheduler; serve says it in its own lines."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith(("Waiting to connect to", "Timed out when connecting"))
+
+
+def _quiet_retries() -> None:
+    log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _NoRetryLines) for f in log.filters):
+        log.addFilter(_NoRetryLines())

@@ -208,10 +208,32 @@ def summarize(states: list[TaskState], info) -> pd.DataFrame:
 
 
 def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo) -> None:
-    from ..results import best
+    """The run's best entries into the best-config database, created again if it is gone, and read
+    back; when they cannot be written (or are not there after), one line naming the database and the
+    command that records them (the run's files keep every row)."""
+    import shlex
+
+    from ..core.errors import first_line
+    from ..results import best, store
 
     files = [task_file(run_dir, t) for t in tasks]
     files = [f for f in files if f.exists() and f.stat().st_size and len(results.ok_rows(results.load(f)))]
-    if files:
+    if not files:
+        return
+    path = Path(opts.best_db) if opts.best_db else best.default_path()
+    new = "" if path.exists() else " (a new file)"
+    hint = (f"record them with: cltune best {shlex.quote(str(run_dir))}/t[0-9]*.csv"
+            + (f" --out {shlex.quote(str(path))}" if opts.best_db else ""))
+    try:
         path, entries = best.update(files, opts.best_db)
-        echo(f"best-config database {path}: {len(entries)} tasks recorded")
+        held = {(e["device"], e["problem"], e["setting"]) for e in store.all_best(path)}
+    except UserError as exc:
+        why = first_line(str(exc)).removeprefix(f"{path}: ")
+        echo(f"warning: the run's best entries were not recorded in {path} ({why}); {hint}")
+        return
+    lost = [e for e in entries if (e["device"], e["problem"], e["setting"]) not in held]
+    if lost:
+        echo(f"warning: {len(lost)} of the run's {len(entries)} best entries are not in {path} after writing "
+             f"them (it changed meanwhile); {hint}")
+        return
+    echo(f"best-config database {path}{new}: {len(entries)} tasks recorded")

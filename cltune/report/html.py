@@ -39,6 +39,14 @@ def image(fig, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
+def drawn(draw, alt: str) -> str:
+    """draw()'s figure as an image, or the line saying why there is nothing to draw."""
+    try:
+        return image(draw(), alt)
+    except plots.NothingToDraw as exc:
+        return f'<p class="bad">{esc(exc)}</p>'
+
+
 def table_html(df: pd.DataFrame, status_col: str | None = None) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
     body = []
@@ -113,9 +121,9 @@ def problem_section(run_list) -> str:
 
 def best_html(df: pd.DataFrame, rerank: pd.DataFrame | None = None) -> str:
     """The fastest ok setting; from the interleaved re-measurement when the sweep made one."""
-    best = schema.fastest(rerank) if rerank is not None else None
+    best = schema.fastest(timed(rerank)) if rerank is not None else None
     if best is None:
-        best = schema.fastest(df)
+        best = schema.fastest(timed(df))
     if best is None:
         return "<p>No setting ran correctly.</p>"
     return (f"<p><b>{esc(best['setting'])}</b> ({esc(best['family'])}): run {esc(best[schema.TIME])} ms, "
@@ -123,15 +131,23 @@ def best_html(df: pd.DataFrame, rerank: pd.DataFrame | None = None) -> str:
             f"</code></p><p>build options: <code>{esc(best.get('build_options'))}</code></p>")
 
 
+def timed(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a run time (an ok row without one cannot be the fastest)."""
+    return df[pd.to_numeric(df[schema.TIME], errors="coerce").notna()] if schema.TIME in df else df.iloc[:0]
+
+
 def run_section(i: int, run, baseline, peaks) -> str:
     df, label = run.df, run.label
     base = runs.baseline_name(df, baseline)
+    ladder = drawn(lambda: plots.ladder(df, baseline, f"Ladder: {label}"), "ladder")
+    roof = drawn(lambda: plots.roofline(df, peaks, f"Roofline: {label}"), "roofline")
+    spread = drawn(lambda: plots.spread(df, f"Run-time spread: {label}"), "spread")
     parts = [f'<section id="run-{i}"><h2>Run: {esc(label)}</h2><p>file <code>{esc(run.path.name)}</code>,'
              f" {len(df)} settings, speedups over <b>{esc(base)}</b></p>",
              f'<h3 id="ladder-table-{i}">Ladder table</h3>{table_html(ladder_table(df, baseline, peaks), "status")}',
-             f'<h3 id="ladder-{i}">Ladder</h3>{image(plots.ladder(df, baseline, f"Ladder: {label}"), "ladder")}',
-             f'<h3 id="roofline-{i}">Roofline</h3>{image(plots.roofline(df, peaks, f"Roofline: {label}"), "roofline")}',
-             f'<h3 id="spread-{i}">Spread</h3>{image(plots.spread(df, f"Run-time spread: {label}"), "spread")}',
+             f'<h3 id="ladder-{i}">Ladder</h3>{ladder}',
+             f'<h3 id="roofline-{i}">Roofline</h3>{roof}',
+             f'<h3 id="spread-{i}">Spread</h3>{spread}',
              f'<h3 id="best-{i}">Best setting</h3>{best_html(df, run.rerank)}</section>']
     return "\n".join(parts)
 
@@ -155,7 +171,7 @@ def build(run_list, baseline: str | None = None, peaks_override: dict | None = N
             devices_section(run_list, peaks), problem_section(run_list)]
     body += [run_section(i, r, baseline, p) for i, (r, p) in enumerate(zip(run_list, peaks))]
     body.append(f'<section id="progress"><h2>Tuning progress</h2>'
-                f'{image(plots.progress(run_list), "progress")}</section>')
+                f'{drawn(lambda: plots.progress(run_list), "progress")}</section>')
     if len(run_list) > 1:
         body.append(comparison_section(run_list, baseline))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cltune report"

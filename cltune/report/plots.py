@@ -23,6 +23,11 @@ from ..core.records import TIMED
 from ..results import runs, schema  # noqa: E402
 from . import palette
 
+
+class NothingToDraw(UserError):
+    """A plot without one row it can draw (every row failed, or ok rows without run times): one line."""
+
+
 FORMATS = (".png", ".svg")
 DPI = 110
 MAX_WIDTH_IN = 20.0   # a tuning run of hundreds of settings still makes a readable image
@@ -82,10 +87,14 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
     df = df.reset_index(drop=True)
     base = runs.baseline_name(df, baseline)
     speed = runs.speedups(df, baseline)
+    untimed = df["status"].isin(TIMED) & ~np.isfinite(_ms(df, "run_ms_median"))  # ok, no run time: skipped
+    if untimed.all():
+        raise NothingToDraw("ladder: nothing to draw, no row has run times")
+    df, speed = df[~untimed].reset_index(drop=True), speed[~untimed].reset_index(drop=True)
     fig, ax = new_figure(len(df))
     ok = df["status"].isin(TIMED)
-    top = float((df.loc[ok, "queue_ms_median"] + df.loc[ok, "submit_ms_median"]
-                 + df.loc[ok, "run_ms_median"]).max()) if ok.any() else 1.0
+    top = float((_ms(df, "queue_ms_median").fillna(0) + _ms(df, "submit_ms_median").fillna(0)
+                 + _ms(df, "run_ms_median"))[ok].max()) if ok.any() else 1.0
     for i, row in df.iterrows():
         name = row["setting"]
         if row["status"] not in TIMED:
@@ -98,6 +107,7 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
         for part, color in (("queue", palette.QUEUE_COLOR), ("submit", palette.SUBMIT_COLOR),
                             ("run", palette.family_color(row["family"]))):
             h = float(row[f"{part}_ms_median"])
+            h = h if math.isfinite(h) else 0.0  # a queue or submit time the row lacks
             ax.bar(i, h, bottom=bottom, color=color, edgecolor="white", linewidth=0.4,
                    gid=f"{part}:{name}")
             bottom += h
@@ -107,7 +117,8 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
     setting_ticks(ax, df["setting"])
     ax.set_ylim(0, top * 1.12)
     ax.set_ylabel("time per launch, ms (medians)")
-    ax.set_xlabel(f"setting, in the config's order (label: speedup in run time over {base!r})")
+    ax.set_xlabel(f"setting, in the config's order (label: speedup in run time over {base!r})"
+                  + (f"; {untimed.sum()} ok without run times, not shown" if untimed.any() else ""))
     ax.set_title(title or "Optimization ladder")
     handles = family_legend(df.loc[ok, "family"], " (run)") + [
         Patch(color=palette.SUBMIT_COLOR, label="submit"), Patch(color=palette.QUEUE_COLOR, label="queue")]
@@ -118,12 +129,23 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
     return fig
 
 
+def _ms(df, column: str):
+    """A column of times as floats (NaN where a row has none, or the file lacks the column)."""
+    import pandas as pd
+
+    if column not in df:
+        return pd.Series(np.nan, index=df.index, dtype=float)
+    return pd.to_numeric(df[column], errors="coerce").astype(float)
+
+
 def spread(df, title: str = "") -> Figure:
     """Each ok setting's per-launch run times: a box with every launch drawn over it as a dot.
     Settings marked noisy (coefficient of variation over the threshold) get a * after their name."""
     df = df.reset_index(drop=True)
     pairs = [(r, launches) for _, r in df.iterrows() if r["status"] in TIMED and (launches := schema.samples(r))]
     rows, data = [r for r, _ in pairs], [launches for _, launches in pairs]
+    if not rows:
+        raise NothingToDraw("spread: nothing to draw, no ok row has its launches' run times")
     fig, ax = new_figure(len(rows))
     rng = np.random.default_rng(0)
     if rows:
@@ -141,7 +163,7 @@ def spread(df, title: str = "") -> Figure:
     names = [r["setting"] + ("*" if str(r.get("noisy")) == "True" else "") for r in rows]
     setting_ticks(ax, names)
     dropped = len(df) - len(rows)
-    ax.set_xlabel("setting" + (f" ({dropped} not ok, not shown)" if dropped else "")
+    ax.set_xlabel("setting" + (f" ({dropped} not ok or without run times, not shown)" if dropped else "")
                   + "; * noisy (run-time CV above the threshold)")
     ax.set_ylabel("run time per launch, ms")
     ax.set_title(title or "Run-time spread per setting (box: quartiles; dots: launches)")
@@ -169,8 +191,11 @@ def progress_lines(run_list) -> list[tuple[str, np.ndarray]]:
 
 def progress(run_list, title: str = "") -> Figure:
     """Best-so-far run time against the number of settings measured, one line per strategy."""
+    lines = progress_lines(run_list)
+    if not any(np.isfinite(best).any() for _, best in lines):
+        raise NothingToDraw("progress: nothing to draw, no row has run times")
     fig, ax = new_figure(8)
-    for i, (label, best) in enumerate(progress_lines(run_list)):
+    for i, (label, best) in enumerate(lines):
         x = np.arange(1, len(best) + 1)
         y = np.where(np.isinf(best), np.nan, best)
         ax.step(x, y, where="post", color=palette.strategy_color(i), label=label, gid=f"line:{label}")
@@ -185,6 +210,10 @@ def progress(run_list, title: str = "") -> Figure:
     ax.legend(loc="upper right", fontsize=8)
     ax.grid(alpha=0.3, which="both")
     return fig
+
+
+def _finite(v) -> bool:
+    return v is not None and math.isfinite(float(v)) and float(v) > 0
 
 
 def draw_roof(ax, pf: float, pb: float, xs, ys) -> None:
@@ -208,7 +237,10 @@ def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
 
     fig, ax = new_figure(8, height=5.2)
     ok = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] in TIMED]
-    ok = [(r, f) for r, f in ok if f["intensity"] and f["gflops"]]
+    ok = [(r, f) for r, f in ok if _finite(f["intensity"]) and _finite(f["gflops"])]
+    if not ok and not peaks:
+        raise NothingToDraw("roofline: nothing to draw, no row has run times "
+                            "and there are no measured peaks")
     for fam in dict.fromkeys(r["family"] for r, _ in ok):
         pts = [f for r, f in ok if r["family"] == fam]
         ax.scatter([f["intensity"] for f in pts], [f["gflops"] for f in pts], s=36, zorder=3,

@@ -69,9 +69,18 @@ def best_setting(device_name: str, problem, path: str | Path | None = None,
                  target: str | None = None) -> dict | None:
     """The best entry for this device (name, any driver: the newest; of this code target when one is
     given) and problem, or None."""
-    key = problem if isinstance(problem, str) else problem.key
+    key = problem_key(problem)
     hits = [e for e in store.find_best(device_name, key, path) if _of_target(e, target)]
     return max(hits, key=lambda e: str(e.get("measured"))) if hits else None
+
+
+def problem_key(problem) -> str:
+    """A Problem's key, or the key itself; anything else is one line naming the argument."""
+    key = problem if isinstance(problem, str) else getattr(problem, "key", None)
+    if not isinstance(key, str) or not key:
+        raise UserError(f"problem: expected a Problem or its key (a str such as Problem(...).key), "
+                        f"got {problem!r:.60}")
+    return key
 
 
 def device_entries(device_name: str, path: str | Path | None = None, target: str | None = None) -> list[dict]:

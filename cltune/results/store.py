@@ -2,16 +2,19 @@
 devices' measured peaks. SQLite (WAL, one transaction per update) so that concurrent `cltune best`
 and `cltune peak` runs never lose each other's updates, and so entries can be queried by device and
 problem. The JSON files of earlier versions (best.json, peaks.json) are read once and migrated.
+A database this process cannot write (a shared one for lookups, a read-only mount) is opened
+read-only for lookups (SQLite's mode=ro), said once per file; a write to it is one line naming it.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import warnings
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from ..core.errors import UserError
+from ..core.errors import UserError, first_line
 from ..core.paths import home
 
 DB_NAME = "cltune.sqlite"
@@ -37,7 +40,7 @@ def transaction(path: str | Path | None = None, write: bool = True):
     """A connection inside one transaction; a write one (BEGIN IMMEDIATE) queues behind other
     writers, so none of them is lost."""
     path = Path(path) if path else default_path()
-    with closing(_connect(path)) as db:
+    with closing(_connect(path, write)) as db:
         try:
             db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield db
@@ -57,20 +60,50 @@ def _rollback(db) -> None:
         pass
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, write: bool = True) -> sqlite3.Connection:
+    """The database, made ready (WAL, its tables, old JSON files migrated); one that cannot be
+    written is opened read-only for a lookup (`write=False`), said once per file."""
     if path.exists() and path.is_file() and path.stat().st_size and not _is_sqlite(path):
         raise UserError(f"{path}: not a cltune database (SQLite); choose another file "
                         f"(an old best.json or peaks.json in $CLTUNE_HOME is migrated by itself)")
+    db = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
     except (sqlite3.Error, OSError) as exc:
-        raise UserError(f"{path}: cannot open the database: {exc}") from None
+        if db is not None:
+            db.close()
+        if not write and path.is_file():
+            return _read_only(path, exc)
+        raise UserError(f"{path}: cannot {'write' if write else 'open'} the database: {exc}") from None
     if path.resolve() == default_path().resolve():
         _migrate(db, path.parent)
     return db
+
+
+_SAID_READ_ONLY: set[str] = set()  # the files said to be read-only, once each
+
+
+def _read_only(path: Path, why: Exception) -> sqlite3.Connection:
+    """A database this process cannot write (a shared one for lookups, a read-only mount), opened
+    read-only (mode=ro); immutable when its folder cannot take the WAL's shared-memory file."""
+    for query in ("mode=ro", "mode=ro&immutable=1"):
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=60, isolation_level=None)
+        try:
+            db.execute("SELECT name FROM sqlite_master").fetchall()
+        except sqlite3.Error as exc:
+            db.close()
+            last = exc
+            continue
+        key = str(path.resolve())
+        if key not in _SAID_READ_ONLY:
+            _SAID_READ_ONLY.add(key)
+            warnings.warn(f"{path}: cannot write the database ({first_line(why)}); "
+                          "opened read-only for lookups", stacklevel=2)
+        return db
+    raise UserError(f"{path}: cannot open the database: {why}; read-only: {last}") from None
 
 
 def _is_sqlite(path: Path) -> bool:
