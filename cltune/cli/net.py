@@ -29,7 +29,7 @@ from .table import interrupts, kept_in_folder
               help="Interleaved rounds of the final race of tuned, default and torch (0: no race).")
 @timeout_option("Seconds one setting may take before its worker is killed.")
 @click.option("--best-db", type=click.Path(dir_okay=False), default=None,
-              help="Best-config database to fill (default: $CLTUNE_HOME/best.json).")
+              help="Best-config database to fill (default: $CLTUNE_HOME/cltune.sqlite).")
 @click.option("--list", "list_only", is_flag=True, help="Print the network's layers and tasks, measure nothing.")
 def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, out, resume, rounds, timeout,
         best_db, list_only):

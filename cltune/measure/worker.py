@@ -23,6 +23,7 @@ from .protocol import Capabilities
 from .shipping import ProblemCache, ProblemRef, shipped
 
 START_TIMEOUT_S = 120.0  # opening the device and uploading the problem
+MAX_WAIT_S = 1e6  # the longest wait for an answer (timeouts times settings can exceed what poll takes)
 
 
 def _die_with_parent() -> None:
@@ -176,6 +177,8 @@ class WorkerRunner:
         return info
 
     def _receive(self, timeout: float | None):
+        if timeout is not None:
+            timeout = min(timeout, MAX_WAIT_S)  # the wait beneath takes at most about 24.8 days
         try:
             ready = self._conn.poll(timeout)
         except (EOFError, OSError):

@@ -4,6 +4,7 @@ config, problem and device it was written for (so `--resume` can refuse a file o
 from __future__ import annotations
 
 import json
+import math
 
 from ..core.records import DEVICE_FIELDS, TIMED, device_identity  # noqa: F401  (a header's device)
 
@@ -86,10 +87,17 @@ def difference(held: dict, wanted: dict) -> str | None:
 def ranked(rows, rerank_first: bool = False) -> list[dict]:
     """The ok rows among `rows` (dicts), fastest first, the first of equals first; rerank_first:
     only the interleaved re-ranking's when it has ok ones."""
-    ok = [r for r in rows if r.get(STATUS) in TIMED]
+    ok = [r for r in rows if r.get(STATUS) in TIMED and _finite(r.get(TIME))]  # an ok row without times never ranks
     if rerank_first and any(r.get(PHASE) == RERANK for r in ok):
         ok = [r for r in ok if r.get(PHASE) == RERANK]
     return sorted(ok, key=lambda r: float(r[TIME]))
+
+
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def fastest(df, per: str | None = None, rerank_first: bool = False):
