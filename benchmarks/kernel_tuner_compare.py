@@ -3,6 +3,7 @@
     pip install -e '.[peers]'                 # Kernel Tuner 1.5.0 beside cltune
     python benchmarks/kernel_tuner_compare.py [--device D] [--runs 3] [--no-adaptive-part | --only-adaptive-part]
                                               [--keep DIR] [--config kt_compare] [--repeat-config bench_repeat]
+                                              [--passes 24]
 
 Part 1, configs/kt_compare.toml (48 points of kernels/conv2d.cl; `--config` names another conv2d
 space over the same knobs, its constraints Python expressions): each tool tunes the space `--runs`
@@ -12,11 +13,15 @@ tools. cltune runs `cltune sweep` with its default measurement; Kernel Tuner run
 source, defines, inputs and local sizes, which this script derives from cltune's conv2d family.
 Printed: wall per point, Spearman rank correlation of per-point times run vs run (each tool's own
 time, then the minimum and the median of the same launches for both), the share of timed launches
-over 1.3x their point's fastest, each run's best point, and whether the tools agree.
+over 1.3x their point's fastest, each run's best point, and whether the tools agree. Then each run
+against a reference ranking measured in the same hour (benchmarks/reference_ranking.py: `--passes`
+passes of one launch of every point, spread before, between and after the tools' runs, each
+point's fastest launch): its Spearman, and the reference rank of the point it chose as best.
 
 Part 2, configs/bench_repeat.toml (a direct-family space with a wide spread): cltune's adaptive
 repeats (the default) against a fixed `--repeat 5`, warm, alternating: wall (the process's, and the
-measuring time inside it), and best point. `--keep DIR` keeps every run's CSV and kernel caches.
+measuring time inside it), and best point, and both against the space's reference ranking.
+`--keep DIR` keeps every run's CSV and kernel caches.
 
 First, on PoCL, the host's own noise: benchmarks/pocl_affinity.py's short kernel launched one at a
 time in a fresh process (PoCL's threads pinned, as cltune runs them), and the share of its launches
@@ -141,7 +146,7 @@ def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path,
     times, samples = {}, {}
     for row in ok.to_dict("records"):
         values = json.loads(row["params"])
-        key = point(values) if all(k in values for k in KNOBS) else row["key"]
+        key = point(values) if all(k in values for k in KNOBS) else f"{row['family']}:{row['params']}"
         times[key] = row[schema.TIME]  # what cltune ranks by
         samples[key] = [float(v) for v in str(row["run_ms_samples"]).split()]
     return {"label": label, "tool": "cltune", "wall_s": wall, "points": len(df), "times": times,
@@ -190,9 +195,15 @@ def fresh_env(cache: Path) -> dict:
     return env
 
 
-def part1(device: int, runs: int, iterations: int, tmp: Path, cfg_name: str) -> list[dict]:
+def part1(device: int, runs: int, iterations: int, tmp: Path, cfg_name: str, ref=None,
+          passes: int = 0) -> list[dict]:
+    """Each tool `runs` times, alternating which goes first (cltune, Kernel Tuner, Kernel Tuner,
+    cltune, ...), with the reference's passes spread before, between and after them."""
     out = []
     envs = {tool: fresh_env(tmp / f"cache_{tool}") for tool in ("cltune", "kernel_tuner")}
+    chunk = max(1, -(-passes // (2 * runs + 1))) if ref is not None else 0
+    if ref is not None:
+        ref.run(chunk)
     for i in range(runs):
         order = ("cltune", "kernel_tuner") if i % 2 == 0 else ("kernel_tuner", "cltune")
         for tool in order:
@@ -202,7 +213,26 @@ def part1(device: int, runs: int, iterations: int, tmp: Path, cfg_name: str) -> 
             else:
                 out.append(run_kt(label, device, envs[tool], tmp, iterations, cfg_name))
             print(f"  {label}: {out[-1]['wall_s']:.1f} s, {out[-1]['points']} points", flush=True)
+            if ref is not None:
+                ref.run(chunk)
     return out
+
+
+def against_reference(done: list[dict], reference: dict, what: str) -> None:
+    """Each run's ranking against the reference: Spearman, and the reference rank of its best."""
+    from reference_ranking import rank_of
+
+    print(f"against the reference ({what}):")
+    scores: dict = {}
+    for r in done:
+        key, _ = best(r)
+        rho, rank = spearman(r["times"], reference), rank_of(reference, key)
+        scores.setdefault(r["tool"], []).append((rho, rank))
+        print(f"  {r['label']}: Spearman {rho:.3f}, its best is the reference's #{rank}")
+    for tool, vals in scores.items():
+        print(f"  {tool}: Spearman median {statistics.median(v for v, _ in vals):.3f} "
+              f"({min(v for v, _ in vals):.3f}-{max(v for v, _ in vals):.3f}), best within the reference's "
+              f"top 3 in {sum(1 for _, k in vals if k is not None and k <= 3)} of {len(vals)} runs")
 
 
 def report1(done: list[dict]) -> None:
@@ -234,14 +264,24 @@ def report1(done: list[dict]) -> None:
     print(f"Spearman cltune vs Kernel Tuner (every pair of runs): {min(tool_vs_tool):.3f}-{max(tool_vs_tool):.3f}")
 
 
-def part2(device: int, tmp: Path, cfg_name: str) -> None:
+def part2(device: int, tmp: Path, cfg_name: str, passes: int = 0) -> None:
     env = fresh_env(tmp / "cache_repeat")
     cfg = config.load(cfg_name)
     run_cltune("repeat_warmup", cfg_name, device, env, tmp)  # fills the kernel caches
+    ref = None
+    if passes:
+        from reference_ranking import Reference
+
+        ref = Reference(cfg_name, device)
+    chunk = max(1, -(-passes // 5)) if ref is not None else 0
+    if ref is not None:
+        ref.run(chunk)
     done = []
     for i in range(2):
         for label, extra in (("adaptive", ()), ("fixed", ("--repeat", str(cfg.timing.repeat)))):
             done.append(run_cltune(f"{label}{i}", cfg_name, device, env, tmp, extra))
+            if ref is not None:
+                ref.run(chunk)
     rows = []
     for r in done:
         key, ms = best(r)
@@ -254,6 +294,11 @@ def part2(device: int, tmp: Path, cfg_name: str) -> None:
     inside = statistics.median(r["measuring_s"] for r in ad) / statistics.median(r["measuring_s"] for r in fx)
     # The same best point: each adaptive run's winner, timed by the fixed runs, within 3% of theirs.
     gaps = [f["times"].get(best(a)[0], float("inf")) / best(f)[1] for a in ad for f in fx]
+    if ref is not None:
+        for r in done:
+            r["tool"] = "cltune " + r["label"].rstrip("0123456789")
+        against_reference(done, ref.times(lambda st: f"{st.family}:{st.params_json}"),
+                          f"{ref.passes} passes of every point, {ref.seconds:.0f} s, spread between the runs")
     print(f"adaptive / fixed: wall {ratio:.2f} (interpreter start included), measuring {inside:.2f} "
           f"(the rows' own walls: builds, verification, warm-up and timed launches); adaptive's winner as timed by the fixed runs: "
           f"{min(gaps):.3f}-{max(gaps):.3f}x their best")
@@ -270,6 +315,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep every run's results and kernel caches in this folder")
     ap.add_argument("--config", default="kt_compare", help="part 1's space: conv2d over " + ", ".join(KNOBS))
     ap.add_argument("--repeat-config", default="bench_repeat", help="part 2's space")
+    ap.add_argument("--passes", type=int, default=24,
+                    help="the reference ranking's passes over every point, spread between the runs (0: none)")
     ap.add_argument("--kt-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.kt_child:
@@ -296,10 +343,19 @@ def main() -> None:
             cfg = config.load(args.config)
             print(f"part 1: {cfg.path}, {len(cfg.spaces[0].valid_settings(cfg.problem))} points, "
                   "each tool in a fresh process")
-            report1(part1(info.index, args.runs, args.iterations, tmp, args.config))
+            ref = None
+            if args.passes:
+                from reference_ranking import Reference
+
+                ref = Reference(args.config, info.index)
+            done = part1(info.index, args.runs, args.iterations, tmp, args.config, ref, args.passes)
+            report1(done)
+            if ref is not None:
+                against_reference(done, ref.times(lambda st: point(st.values)),
+                                  f"{ref.passes} passes of every point, {ref.seconds:.0f} s, spread between the runs")
         if not args.no_adaptive_part:
             print(f"part 2: {config.load(args.repeat_config).path}, adaptive repeats (default) vs a fixed --repeat")
-            part2(info.index, tmp, args.repeat_config)
+            part2(info.index, tmp, args.repeat_config, args.passes)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

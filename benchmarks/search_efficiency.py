@@ -39,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cltune.results import recorded as rec  # noqa: E402
-from cltune.results.recorded import median_quartiles  # noqa: E402
 from cltune.search import replay  # noqa: E402
 
 HUB = ROOT.parent / "shared" / "peers" / "benchmark_hub"
@@ -122,7 +121,14 @@ def _kt_cache(path: Path, space) -> dict:
     if path.name.endswith((".json.gz", ".json")):
         with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as fh:
             data = json.load(fh)
-        if "cache" in data:
+        if "cache" in data:  # entries as Kernel Tuner writes them, whatever a trimmed file left out
+            keys = data.get("tune_params_keys") or list(data["tune_params"])
+            for key, entry in data["cache"].items():
+                for k, v in zip(keys, key.split(",")):
+                    entry.setdefault(k, next(x for x in data["tune_params"][k] if str(x) == v))
+                for f in ("compile_time", "benchmark_time", "verification_time", "strategy_time", "framework_time"):
+                    entry.setdefault(f, 0)
+                entry.setdefault("times", [])
             return data
     names = [n for n, _ in space.params]
     cache = {}

@@ -76,6 +76,12 @@ def test_kernel_tuner_compare_runs_both_tools_on_one_space_and_prints_the_table(
     assert re.search(r"warm wall per point: cltune [\d.]+ ms, Kernel Tuner [\d.]+ ms, ratio [\d.]+", out)
     assert re.search(r"best knob group \(MACROS/UNROLL/MATH\): cltune \[.+\], Kernel Tuner \[.+\]", out)
     assert re.search(r"adaptive / fixed: wall [\d.]+ .*measuring [\d.]+", out)
+    # each run judged against a reference ranking measured between the runs
+    for tool in ("cltune", "kernel_tuner", "cltune adaptive", "cltune fixed"):
+        line = re.search(rf"^  {tool}: Spearman median (-?[\d.]+) .* best within the reference's top 3 in (\d) of (\d) runs$",
+                         out, re.M)
+        assert line and -1.0 <= float(line.group(1)) <= 1.0 and int(line.group(3)) == 2, tool
+    assert re.search(r"^against the reference \(\d+ passes of every point", out, re.M)
 
 
 def test_repeatability_runs_a_space_three_times_and_correlates_them(tmp_path):
@@ -101,3 +107,25 @@ def test_startup_times_a_warm_sweep_with_its_worker_started_early_and_late(tmp_p
     assert re.search(r"^  early worker, run 0: [\d.]+ s$", out, re.M)
     assert re.search(r"^  late worker, run 0: [\d.]+ s$", out, re.M)
     assert re.search(r"process wall \(median of 1\): worker started early [\d.]+ s, late [\d.]+ s, ratio [\d.]+$", out, re.M)
+
+
+def test_search_efficiency_scores_both_tools_on_a_recorded_space(tmp_path):
+    pytest.importorskip("kernel_tuner")
+    hub = ROOT / "tests" / "fixtures" / "hub" / "convolution_milo_A100.json.gz"
+    out = run("search_efficiency.py", str(hub), "--seeds", "2", "--budgets", "10,20", "--cltune", "random",
+              "--kt", "random_sample", "--out", str(tmp_path / "eff.csv"))
+    assert re.search(r"^== convolution_milo_A100.json.gz: .*4362 valid points", out, re.M)
+    for name in ("random", "kt:random_sample"):
+        assert re.search(rf"^{re.escape(name)}\s+[\d.]+ \[[\d.]+,[\d.]+\]\s+[\d.]+ \[", out, re.M), name
+    assert (tmp_path / "eff.csv").read_text().startswith("space,strategy,B=10,B=20,e90,e95")
+
+
+def test_bench_compare_sets_cltunes_spread_beside_torchs(tmp_path):
+    rows = "layer,contender,family,ms,best_cltune\n"
+    for layer, (cl, torch, fam) in {"a": (1.0, 2.0, "direct"), "b": (3.0, 3.0, "winograd")}.items():
+        rows += f"{layer},cltune:{fam},{fam},{cl},True\n{layer},torch,,{torch},False\n"
+    (tmp_path / "a.csv").write_text(rows)
+    (tmp_path / "b.csv").write_text(rows.replace("1.0,True", "1.1,True").replace("2.0,False", "2.4,False"))
+    out = run("bench_compare.py", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"))
+    assert "cltune's ratio B/A: at most 1.100x" in out and "torch's: at most 1.200x" in out and "no wider" in out
+    assert "winning family kept on 2 of 2 layers" in out
