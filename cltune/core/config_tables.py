@@ -63,9 +63,20 @@ def problem_table(c: Checker, t: dict, where: str = "problem.") -> Problem:
         c.fail(where.rstrip("."), str(exc))
 
 
+def _family(c: Checker, entry: dict, where: str, default) -> tuple:
+    """(name, Family) of a [[setting]]'s or [[space]]'s `family` (else `default`)."""
+    from ..workloads import get_family
+
+    name = c.get(entry, "family", str, where, default, expected="a kernel family name")
+    try:
+        return name, get_family(name)
+    except UserError as exc:
+        c.fail(f"{where}family", str(exc))
+
+
 def setting_tables(c: Checker, data: dict, default_family: str | None = None) -> list[Setting]:
     """[[setting]]s; `default_family`: the one they default to (a user kernel's), else conv2d."""
-    from ..workloads import builtin_settings, get_family
+    from ..workloads import builtin_settings
 
     out = []
     for where, entry, name in named_tables(c, data, "setting", SETTING_KEYS):
@@ -77,12 +88,7 @@ def setting_tables(c: Checker, data: dict, default_family: str | None = None) ->
                                           f"family or params beside it, got {named!r}")
             out.append(Setting.make(name, *known[named]))
             continue
-        family_name = c.get(entry, "family", str, where, default_family or DEFAULT_FAMILY,
-                            expected="a kernel family name")
-        try:
-            family = get_family(family_name)
-        except UserError as exc:
-            c.fail(f"{where}family", str(exc))
+        family_name, family = _family(c, entry, where, default_family or DEFAULT_FAMILY)
         params = c.get(entry, "params", dict, where, {}, expected="a table of parameter values")
         try:
             family.resolve({k: v for k, v in params.items() if not is_ref(v)})
@@ -99,7 +105,6 @@ def setting_tables(c: Checker, data: dict, default_family: str | None = None) ->
 def space_tables(c: Checker, data: dict, problem, whole: bool = True,
                  default_family: str | None = None) -> list[Space]:
     """[[space]]s; `default_family`: the one a space without `family` tunes (a user kernel's)."""
-    from ..workloads import get_family
     from .expr import ExprError, parse
 
     entries = c.get(data, "space", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
@@ -108,12 +113,7 @@ def space_tables(c: Checker, data: dict, problem, whole: bool = True,
     for i, entry in enumerate(entries):
         where = f"space[{i}]."
         c.unknown(entry, SPACE_KEYS, where)
-        family_name = c.get(entry, "family", str, where, default_family or REQUIRED,
-                            expected="a kernel family name")
-        try:
-            family = get_family(family_name)
-        except UserError as exc:
-            c.fail(f"{where}family", str(exc))
+        family_name, family = _family(c, entry, where, default_family or REQUIRED)
         table = c.get(entry, "params", dict, where, REQUIRED, lambda v: len(v) > 0,
                       "a non-empty table of parameter value lists")
         params = [(key, space_values(c, family, f"{where}params.{key}", key, values))
