@@ -30,7 +30,8 @@ TOP_KEYS = {"name", "description", "problem", "kernel", "run", "setting", "space
 DEFAULT_STRATEGY = "exhaustive"  # of a config's spaces, when neither it nor the command names one
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
-            "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s", "windows"}
+            "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s", "windows",
+            "settle_across_windows"}
 # Warm-up by kernel time as well as by count (see Timing), off by default: the verification launch
 # warms a setting up, the device's first DEVICE_WARMUP_MS in a process warm the device up, and the
 # ranking takes each point's fastest launch. On PoCL 3.1 (2 cores), 5 warm sweeps of kt_compare each
@@ -48,6 +49,9 @@ SECOND_WINDOW_S = 1.0
 # cltune's sweeps (cold, warm, warm) at 0.69-0.97 with 10 windows (two trios), 0.71-0.87 with 4 or 6
 # (three), 0.64-0.88 with 2 (two), with no more launches or wall.
 WINDOWS = 10
+# An adaptive point settles when its fastest launch is matched within `precision` by another launch;
+# with this on, only by a launch of another window (see Timing.settled).
+SETTLE_ACROSS_WINDOWS = False
 SEED_MAX = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 
 
@@ -194,6 +198,8 @@ def run_timing(c: Checker, run: dict) -> Timing:
         second_window_s=float(c.get(run, "second_window_s", (int, float), "run.", SECOND_WINDOW_S, fnonneg,
                                     "a finite number >= 0")),
         windows=c.get(run, "windows", int, "run.", WINDOWS, lambda v: v >= 2, "an int >= 2"),
+        settle_windows=c.get(run, "settle_across_windows", bool, "run.", SETTLE_ACROSS_WINDOWS,
+                             expected="true or false"),
     )
     timing = replace(timing, top_repeat=c.get(run, "top_repeat", int, "run.", 2 * timing.repeat, pos_int,
                                               "an int >= 1"))

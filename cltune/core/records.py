@@ -48,6 +48,7 @@ class Round:
     run_ms: float
     total_ms: float
     parts: tuple = ()  # (part name, run_ms) per kernel, when a setting has several
+    window: int = 0  # the timing window of its point it was launched in (Timing.windows)
 
     @classmethod
     def from_events(cls, profiles: list[tuple[str, int, int, int, int]], ready_ns: int = 0) -> "Round":
@@ -112,23 +113,32 @@ class Timing:
     windows: int = 2  # the most windows an adaptive point's launches are spread over (config: 10)
     limit: int | None = None  # at most this many timed launches in all, whatever the rules above say
     time_verification: bool = False  # the verification launch is timed, unless more warm-up is asked
+    settle_windows: bool = False  # settled only by a launch of another window (see settled)
 
     def stops_early(self, runs: list[float]) -> bool:
         """Whether a point is clearly slower than the incumbent after its first look."""
         return (self.adaptive and self.incumbent_ms is not None and len(runs) >= self.first_look
                 and len(runs) < self.repeat and min(runs) > self.stop_margin * self.incumbent_ms)
 
-    def settled(self, runs: list[float]) -> bool:
+    def settled(self, runs: list[float], wins: list | None = None) -> bool:
         """Whether an adaptive point's time is known well enough: after at least `first_look`
-        launches, its two fastest within `precision` of each other."""
+        launches, its two fastest within `precision` of each other. With `settle_windows` and the
+        window of each launch (`wins`), the fastest must be matched by a launch of another window:
+        two launches of one window can agree within 1% while a busy host slows both (seconds long
+        slow phases, windows a second apart)."""
         if not self.adaptive or len(runs) < max(self.first_look, 2):
             return False
-        fastest, second = sorted(runs)[:2]
-        return second <= (1.0 + self.precision) * fastest
+        order = sorted(range(len(runs)), key=runs.__getitem__)
+        fastest = runs[order[0]]
+        if self.settle_windows and wins is not None:
+            others = [runs[i] for i in order[1:] if wins[i] != wins[order[0]]]
+            return bool(others) and others[0] <= (1.0 + self.precision) * fastest
+        return runs[order[1]] <= (1.0 + self.precision) * fastest
 
-    def wanted(self, runs: list[float]) -> int:
-        """How many timed launches this point should get in all, given those so far."""
-        if self.stops_early(runs) or self.settled(runs):
+    def wanted(self, runs: list[float], wins: list | None = None) -> int:
+        """How many timed launches this point should get in all, given those so far (and their
+        windows, `wins`)."""
+        if self.stops_early(runs) or self.settled(runs, wins):
             return len(runs)
         n = self.repeat
         if self.adaptive and self.incumbent_ms is not None and runs and (
@@ -140,12 +150,12 @@ class Timing:
         n = min(max(n, len(runs), 1), self.max_repeat)
         return n if self.limit is None else min(n, max(self.limit, len(runs)))
 
-    def queue_more(self, runs: list[float], queued: int) -> bool:
+    def queue_more(self, runs: list[float], queued: int, wins: list | None = None) -> bool:
         """Whether to enqueue another timed launch now, `queued` being in flight: only one the point
         is sure to get, so none is wasted. A fixed count is known from the start; an adaptive point
         is sure of its first look, then of one launch at a time, each of which may settle it (the
         device idles for the host's decision, which leaves the kernels' run times unchanged)."""
-        certain = self.wanted(runs)
+        certain = self.wanted(runs, wins)
         if self.adaptive:
             certain = min(certain, max(self.first_look, len(runs) + 1))
         return len(runs) + queued < certain
@@ -160,18 +170,18 @@ class Timing:
             return rounds[1:]
         return rounds
 
-    def window_timing(self, runs: list[float], windows_done: int) -> "Timing":
+    def window_timing(self, runs: list[float], windows_done: int, wins: list | None = None) -> "Timing":
         """The timing of a point's next window after `windows_done` windows gave `runs`: in the last
         window all the point still wants, in one before it an even share of that (at least one)."""
         if windows_done + 1 >= self.windows:
             return self
-        share = math.ceil(max(0, self.wanted(runs) - len(runs)) / (self.windows - windows_done))
+        share = math.ceil(max(0, self.wanted(runs, wins) - len(runs)) / (self.windows - windows_done))
         return replace(self, limit=len(runs) + max(1, share))
 
     def wants_window(self, m: "Measurement") -> bool:
         """Whether an adaptive point, after its windows so far, gets another one."""
-        runs = [r.run_ms for r in m.rounds]
-        return self.adaptive and bool(runs) and m.windows < self.windows and len(runs) < self.wanted(runs)
+        runs, wins = [r.run_ms for r in m.rounds], [r.window for r in m.rounds]
+        return self.adaptive and bool(runs) and m.windows < self.windows and len(runs) < self.wanted(runs, wins)
 
     def warmed(self, launches: int, run_ms: float, more_ms: float = 0.0) -> bool:
         """Whether `launches` untimed launches (the verification one first) taking `run_ms` of

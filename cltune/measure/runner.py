@@ -136,7 +136,8 @@ class Runner:
         self.device_ms += sum(run for _, run in r.parts) if r.parts else r.run_ms
         return r
 
-    def _timed(self, prep: Prepared, timing: Timing, first: list | None, prior: tuple = ()) -> list[Round]:
+    def _timed(self, prep: Prepared, timing: Timing, first: list | None, prior: tuple = (),
+               window: int = 0) -> list[Round]:
         """Warm up, then time launches. `first` is the verification launch, already enqueued: it is
         the first warm-up launch. Warm-up lasts `timing.warmed`; on a device's first
         DEVICE_WARMUP_MS of kernel time it lasts at least that long (a process's first launches
@@ -150,8 +151,8 @@ class Runner:
         warming = (first is not None and not verification_timed(timing, self.device_ms)) or more_ms > 0
         warm_n, warm_ms = 0, 0.0
         while True:
-            runs = [r.run_ms for r in rounds]
-            if (warming or timing.queue_more(runs, len(inflight))) and len(inflight) < 2:
+            runs, wins = [r.run_ms for r in rounds], [r.window for r in rounds]
+            if (warming or timing.queue_more(runs, len(inflight), wins)) and len(inflight) < 2:
                 inflight.append(self._enqueue(prep))
                 continue
             if not inflight:
@@ -160,8 +161,8 @@ class Runner:
             if warming:
                 warm_n, warm_ms = warm_n + 1, warm_ms + r.run_ms
                 warming = not timing.warmed(warm_n, warm_ms, more_ms)
-            elif len(rounds) < timing.wanted(runs):
-                rounds.append(r)
+            elif len(rounds) < timing.wanted(runs, wins):
+                rounds.append(replace(r, window=window))
 
     def _verify_start(self, prep: Prepared) -> tuple:
         """Enqueue the verification launch into outputs filled so that an element nobody writes
@@ -243,9 +244,9 @@ class Runner:
         for m in firsts:
             t_start, device_start = time.perf_counter(), self.device_ms
             prep = self._prepare(problem, m.setting)
-            window = timing.window_timing([r.run_ms for r in m.rounds], m.windows)
+            window = timing.window_timing([r.run_ms for r in m.rounds], m.windows, [r.window for r in m.rounds])
             try:
-                rounds = m.rounds if prep.failed else tuple(self._timed(prep, window, None, m.rounds))
+                rounds = m.rounds if prep.failed else tuple(self._timed(prep, window, None, m.rounds, m.windows))
             except cl.Error:
                 rounds = m.rounds
             stopped = timing.stops_early([r.run_ms for r in rounds])
