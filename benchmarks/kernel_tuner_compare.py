@@ -3,7 +3,7 @@
     pip install -e '.[peers]'                 # Kernel Tuner 1.5.0 beside cltune
     python benchmarks/kernel_tuner_compare.py [--device D] [--runs 3] [--no-adaptive-part | --only-adaptive-part]
                                               [--keep DIR] [--config kt_compare] [--repeat-config bench_repeat]
-                                              [--passes 24]
+                                              [--passes 24] [--rerank 3]
 
 Part 1, configs/kt_compare.toml (48 points of kernels/conv2d.cl; `--config` names another conv2d
 space over the same knobs, its constraints Python expressions): each tool tunes the space `--runs`
@@ -16,7 +16,9 @@ time, then the minimum and the median of the same launches for both), the share 
 over 1.3x their point's fastest, each run's best point, and whether the tools agree. Then each run
 against a reference ranking measured in the same hour (benchmarks/reference_ranking.py: `--passes`
 passes of one launch of every point, spread before, between and after the tools' runs, each
-point's fastest launch): its Spearman, and the reference rank of the point it chose as best.
+point's fastest launch): its Spearman, and the reference rank of the point it chose as best
+(cltune's: the winner of its final re-ranking, `--rerank` best points measured again interleaved,
+as a user's sweep ends; 0 leaves one pass, as Kernel Tuner makes).
 
 Part 2, configs/bench_repeat.toml (a direct-family space with a wide spread): cltune's adaptive
 repeats (the default) against a fixed `--repeat 5`, warm, alternating: wall (the process's, and the
@@ -140,18 +142,26 @@ def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path,
     out = out_dir / f"{label}.csv"
     cmd = [sys.executable, "-m", "cltune", "sweep", cfg_name, "--device", str(device), "--out", str(out), *extra]
     wall = timed_process(f"{label}: cltune sweep", cmd, env, ROOT)
-    df = results.load(out)
-    df = df[(df["phase"] == "search")]
+    full = results.load(out)
+    df = full[(full["phase"] == "search")]
     ok = results.ok_rows(df)
     times, samples = {}, {}
-    for row in ok.to_dict("records"):
+
+    def key_of(row):
         values = json.loads(row["params"])
-        key = point(values) if all(k in values for k in KNOBS) else f"{row['family']}:{row['params']}"
+        return point(values) if all(k in values for k in KNOBS) else f"{row['family']}:{row['params']}"
+
+    for row in ok.to_dict("records"):
+        key = key_of(row)
         times[key] = row[schema.TIME]  # what cltune ranks by
         samples[key] = [float(v) for v in str(row["run_ms_samples"]).split()]
-    return {"label": label, "tool": "cltune", "wall_s": wall, "points": len(df), "times": times,
-            "samples": samples, "launches": int(df["n"].sum()),
-            "measuring_s": float(df["wall_ms"].sum()) / 1e3}  # the rows' own walls: no interpreter start
+    run = {"label": label, "tool": "cltune", "wall_s": wall, "points": len(df), "times": times,
+           "samples": samples, "launches": int(df["n"].sum()),
+           "measuring_s": float(full["wall_ms"].sum()) / 1e3}  # the rows' own walls: no interpreter start
+    chosen = schema.fastest(full, rerank_first=True)  # what `best:` names: the re-ranking's winner
+    if chosen is not None:
+        run["chosen"] = key_of(chosen)
+    return run
 
 
 def run_kt(label: str, device: int, env: dict, out_dir: Path, iterations: int, cfg_name: str) -> dict:
@@ -182,8 +192,10 @@ def slow_share(samples: dict) -> float:
 
 
 def best(run: dict) -> tuple:
-    key = min(run["times"], key=run["times"].get)
-    return key, run["times"][key]
+    """The point a run chose: cltune's re-ranking winner (what its `best:` line names) when it
+    re-ranked, else the fastest of its single pass (Kernel Tuner's choice)."""
+    key = run.get("chosen") or min(run["times"], key=run["times"].get)
+    return key, run["times"].get(key, min(run["times"].values()))
 
 
 def fresh_env(cache: Path) -> dict:
@@ -196,7 +208,7 @@ def fresh_env(cache: Path) -> dict:
 
 
 def part1(device: int, runs: int, iterations: int, tmp: Path, cfg_name: str, ref=None,
-          passes: int = 0) -> list[dict]:
+          passes: int = 0, rerank: int = 3) -> list[dict]:
     """Each tool `runs` times, alternating which goes first (cltune, Kernel Tuner, Kernel Tuner,
     cltune, ...), with the reference's passes spread before, between and after them."""
     out = []
@@ -209,7 +221,7 @@ def part1(device: int, runs: int, iterations: int, tmp: Path, cfg_name: str, ref
         for tool in order:
             label = f"{tool}_{'cold' if i == 0 else 'warm'}{i}"
             if tool == "cltune":
-                out.append(run_cltune(label, cfg_name, device, envs[tool], tmp))
+                out.append(run_cltune(label, cfg_name, device, envs[tool], tmp, ("--rerank", str(rerank))))
             else:
                 out.append(run_kt(label, device, envs[tool], tmp, iterations, cfg_name))
             print(f"  {label}: {out[-1]['wall_s']:.1f} s, {out[-1]['points']} points", flush=True)
@@ -315,6 +327,9 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep every run's results and kernel caches in this folder")
     ap.add_argument("--config", default="kt_compare", help="part 1's space: conv2d over " + ", ".join(KNOBS))
     ap.add_argument("--repeat-config", default="bench_repeat", help="part 2's space")
+    ap.add_argument("--rerank", type=int, default=3,
+                    help="cltune's re-ranking in part 1 (as users run it: its winner is the point it chose; "
+                         "0: one pass, as Kernel Tuner makes)")
     ap.add_argument("--passes", type=int, default=24,
                     help="the reference ranking's passes over every point, spread between the runs (0: none)")
     ap.add_argument("--kt-child", type=Path, help=argparse.SUPPRESS)
@@ -348,7 +363,7 @@ def main() -> None:
                 from reference_ranking import Reference
 
                 ref = Reference(args.config, info.index)
-            done = part1(info.index, args.runs, args.iterations, tmp, args.config, ref, args.passes)
+            done = part1(info.index, args.runs, args.iterations, tmp, args.config, ref, args.passes, args.rerank)
             report1(done)
             if ref is not None:
                 against_reference(done, ref.times(lambda st: point(st.values)),
