@@ -29,10 +29,12 @@ def sweep(cfg, path, backend=None, **opts):
     return tune.run(cfg, tune.Options(isolation=False, **opts), backend=backend), backend
 
 
-def test_ctrl_c_in_a_sweep_is_one_line_naming_the_rows_kept_and_the_resume(tmp_path):
-    """Guards against `Process cltune-worker:` and a KeyboardInterrupt traceback before `Aborted!`."""
+@pytest.mark.parametrize("where", [["--device", "0"], ["--farm", "local:2"]], ids=["local", "farm"])
+def test_ctrl_c_in_a_sweep_is_one_line_naming_the_rows_kept_and_the_resume(tmp_path, where):
+    """Guards against `Process cltune-worker:` (or Dask's `Process Dask Worker process (from Nanny):`)
+    and a KeyboardInterrupt traceback before `Aborted!`."""
     out = tmp_path / "big.csv"
-    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", "mali_t860_conv3x3", "--device", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "cltune", "sweep", "mali_t860_conv3x3", *where,
                              "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 240

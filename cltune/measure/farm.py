@@ -266,7 +266,7 @@ def _local_cluster(n: int, device):
     dask.config.set({"distributed.worker.daemon": False, **QUIET})
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                         dashboard_address=None, silence_logs=logging.ERROR, memory_limit=0,
-                        resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device)}, env=env)
+                        resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device, local=True)}, env=env)
 
 
 @contextlib.contextmanager

@@ -52,20 +52,27 @@ class DevicePlugin(WorkerPlugin):
     name = PLUGIN
     idempotent = True
 
-    def __init__(self, device=None, runner=None):
-        self.device, self.runner = device, runner
+    def __init__(self, device=None, runner=None, local: bool = False):
+        self.device, self.runner, self.local = device, runner, local
         self.pool = self.info = self.kind = self.conf = None
         self.worker_name = ""
 
     def __getstate__(self):  # sent to a LocalCluster's worker processes: the device spec only
-        return {"device": self.device}
+        return {"device": self.device, "local": self.local}
 
     def __setstate__(self, state):
-        self.__init__(state["device"])
+        self.__init__(state["device"], local=state.get("local", False))
 
     def setup(self, worker):
+        import signal
+        import threading
+
         from .worker import WorkerRunner
 
+        if self.local and threading.current_thread() is threading.main_thread():
+            # A LocalCluster's worker shares the terminal's process group: Ctrl-C reaches it too,
+            # and the command that started it says what was kept and closes the cluster.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         self.worker_name = str(worker.name)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="cltune-device")
         if self.runner is None:
