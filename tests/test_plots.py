@@ -112,6 +112,18 @@ def test_roofline_points_and_roof_from_given_peaks(run_a):
     assert not gid_of(plots.roofline(df, None).axes[0].lines, "roof")  # no peaks: no made-up roof
 
 
+def test_roofline_of_timed_rows_without_flops_says_what_is_missing(run_a):
+    """Guards against `no row has run times` said of rows that have them but no flops (a kernel of
+    your own whose [kernel.metrics] gives only bytes), and against a y axis naming the median when
+    the points are the fastest launch's GFLOP/s."""
+    df = run_a.df.copy()
+    df["flops"] = math.nan
+    with pytest.raises(plots.NothingToDraw, match=r"no timed row has both flops and bytes \(for a kernel of your "
+                       r"own: \[kernel.metrics\] flops and bytes\) and there are no measured peaks"):
+        plots.roofline(df, None)
+    assert plots.roofline(run_a.df, None).axes[0].get_ylabel() == "achieved GFLOP/s (fastest launch)"
+
+
 def test_same_family_same_colour_in_every_plot(run_a):
     df = run_a.df
     want = palette.family_color("conv2d")

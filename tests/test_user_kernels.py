@@ -149,6 +149,7 @@ def test_wrong_answers_and_out_of_bounds_writes_are_rows_and_the_sweep_goes_on(t
     status = {json.loads(p)["MODE"]: (s, e) for p, s, e in zip(df["params"], df["status"], df["error"])}
     assert status[0] == ("ok", "") or status[0][0] == "ok"
     assert status[1][0] == "wrong_result" and status[1][1].startswith("c: max abs error")
+    assert "(first at [0]: " in status[1][1] and "np.float" not in status[1][1]  # numbers, not numpy reprs
     assert status[2] == ("out_of_bounds", "argument c: 4 guard byte(s) written after its end")
     assert status[5] == ("out_of_bounds", "argument c: 4 guard byte(s) written before its start")
 
@@ -232,6 +233,58 @@ def test_a_failing_or_misshapen_reference_is_one_line(tmp_path, ref, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                        .replace("]", r"\]")):
         tune.run(cfg, tune.Options(out=tmp_path / "rows.csv"))
+
+
+TWO_D = """
+    [[kernel.arg]]
+    name = "a"
+    dtype = "float32"
+    shape = ["N / 50", "50"]
+    [[kernel.arg]]
+    name = "b"
+    dtype = "float32"
+    shape = ["N / 50", "50"]
+    [[kernel.arg]]
+    name = "c"
+    dtype = "float32"
+    shape = ["N / 50", "50"]
+    output = true
+    [[kernel.arg]]
+    name = "n"
+    dtype = "int32"
+    value = "N"
+"""
+
+
+@pytest.mark.parametrize("ref, refused", [
+    ("def add(a, b):\n    return (a + b).T\n", True),           # [50, 20] for a [20, 50] output
+    ("def add(a, b):\n    return (a + b).reshape(-1)\n", False),  # flat: the same elements in order
+    ("def add(a, b):\n    return (a + b)[None]\n", False),        # [1, 20, 50]: a size-1 axis aside, the same
+])
+def test_a_reference_of_the_right_size_laid_out_otherwise_is_one_line(tmp_path, ref, refused):
+    """Guards against a transposed answer of as many elements being reshaped into the output's
+    shape: every row a wrong_result (and a sweep ending 'nothing measured') for a mistake in the
+    reference, not the kernel."""
+    cfg = config.load(str(write_config(tmp_path, args=textwrap.dedent(TWO_D), modes=(0,))))
+    (tmp_path / "ref.py").write_text(ref)
+    if refused:
+        with pytest.raises(UserError, match=r"ref.py:add gave c with shape \[50, 20\], expected \[20, 50\]"):
+            tune.run(cfg, tune.Options(out=tmp_path / "rows.csv"))
+    else:
+        res = tune.run(cfg, tune.Options(out=tmp_path / "rows.csv"))
+        assert [r["status"] for r in res.rows] == ["ok"]
+
+
+def test_a_size_expression_that_cannot_be_evaluated_names_its_key_once(tmp_path):
+    # Bug guarded: `kernel.arg[0].shape[0]: kernel.arg[0].shape[0]: 'N / Q' names Q, ...`
+    path = write_config(tmp_path)
+    for shape, message in (('["N / Q"]', "kernel.arg[0].shape[0]: 'N / Q' names Q, which has no value here"),
+                           ('["N / 3"]', "kernel.arg[0].shape[0] = N / 3 is 333.3333333333333, not a whole number")):
+        path.write_text(write_config(tmp_path).read_text().replace('shape = ["N"]', f"shape = {shape}", 1))
+        with pytest.raises(UserError) as caught:
+            config.load(str(path))
+        assert str(caught.value).startswith(f"{path}: {message}"), caught.value
+        assert str(caught.value).count("kernel.arg[0].shape[0]") == 1
 
 
 def test_a_user_kernel_on_a_local_farm_of_two(tmp_path):

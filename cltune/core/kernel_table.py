@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .checker import REQUIRED, Checker, finite
 from .device_refs import NAMES as DEVICE_NAMES
+from .errors import UserError
 from .expr import ExprError, parse
 from .kernel_problem import DTYPES, FILLS, Arg, KernelProblem, Reference, whole
 
@@ -119,10 +120,13 @@ def _check_expr(c: Checker, key: str, text, env: dict | None, value: bool = Fals
         c.fail(key, f"expected an int or an expression string, got {text!r}")
     try:
         parse(str(text))
-        if env is not None:
-            whole(str(text), env, key)
     except ExprError as exc:
         c.fail(key, f"{exc}")
+    if env is not None:
+        try:
+            whole(str(text), env, key)
+        except ExprError as exc:  # already names the key: said once
+            raise UserError(f"{c.path}: {exc}") from None
 
 
 def _args(c: Checker, t: dict, folder: Path, env: dict) -> list[Arg]:

@@ -236,11 +236,12 @@ def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
     from ..results.roofline import figures
 
     fig, ax = new_figure(8, height=5.2)
-    ok = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] in TIMED]
-    ok = [(r, f) for r, f in ok if _finite(f["intensity"]) and _finite(f["gflops"])]
+    timed = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] in TIMED]
+    ok = [(r, f) for r, f in timed if _finite(f["intensity"]) and _finite(f["gflops"])]
     if not ok and not peaks:
-        raise NothingToDraw("roofline: nothing to draw, no row has run times "
-                            "and there are no measured peaks")
+        why = ("no row has run times" if not any(_finite(r.get(schema.TIME)) for r, _ in timed) else
+               "no timed row has both flops and bytes (for a kernel of your own: [kernel.metrics] flops and bytes)")
+        raise NothingToDraw(f"roofline: nothing to draw, {why} and there are no measured peaks")
     for fam in dict.fromkeys(r["family"] for r, _ in ok):
         pts = [f for r, f in ok if r["family"] == fam]
         ax.scatter([f["intensity"] for f in pts], [f["gflops"] for f in pts], s=36, zorder=3,
@@ -263,7 +264,7 @@ def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
     log_axis(ax, "x")
     log_axis(ax, "y")
     ax.set_xlabel("arithmetic intensity, FLOP/byte (flops / minimum bytes moved)")
-    ax.set_ylabel("achieved GFLOP/s (run-time median)")
+    ax.set_ylabel("achieved GFLOP/s (fastest launch)")
     ax.set_title(title or "Roofline")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3, which="both")
