@@ -64,12 +64,13 @@ def test_parallel_loop_measures_the_same_settings_as_the_sequential_one(tmp_path
     assert max(par.pulls) == 3  # the settings really were in flight together
 
 
-def test_tpe_on_a_farm_asks_a_batch_and_stays_within_budget(tmp_path):
+@pytest.mark.parametrize("strategy", ["tpe", "model"])
+def test_a_learning_strategy_on_a_farm_asks_a_batch_and_stays_within_budget(tmp_path, strategy):
     # Bug guarded: TPE proposing one point at a time leaves all workers but one idle; a batch must
     # not overrun the budget either.
-    cfg = make_config(budget=9, strategy="tpe")
+    cfg = make_config(budget=9, strategy=strategy)
     par = FakeFarm()
-    res = run(par, cfg, tmp_path, "tpe.csv")
+    res = run(par, cfg, tmp_path, f"{strategy}.csv")
     assert len(par.measured) == len({s.key for s in par.measured}) == 10
     assert par.pulls.count(3) >= 2
     assert len(res.rows) == 10

@@ -96,3 +96,43 @@ def test_a_file_that_is_no_recorded_space_is_one_line(tmp_path):
         recorded.load(bad)
     res = CliRunner().invoke(main, ["replay", str(tmp_path / "missing.json")])
     assert res.exit_code == 2 and "no such file" in res.output
+
+
+def _synthetic(fail_share_knob: int = 6) -> recorded.Recorded:
+    """A recorded space whose slow corner and whose failures each sit in a region of the knobs:
+    A >= fail_share_knob fails (a third of the points), time grows with |A - 2| and |B - 5|."""
+    params = [("A", tuple(range(9))), ("B", tuple(range(10))), ("C", (0, 1, 2, 3))]
+    points = {}
+    for a in range(9):
+        for b in range(10):
+            for c in range(4):
+                t = None if a >= fail_share_knob else 1.0 + abs(a - 2) + 0.5 * abs(b - 5) + 0.1 * c
+                points[(a, b, c)] = recorded.Point(t, 1.0)
+    return recorded.Recorded("synthetic", params, points)
+
+
+def test_the_model_learns_where_points_fail_and_proposes_fewer_of_them_than_random():
+    # Bug guarded: a strategy blind to failures spends a third of its budget on points like the
+    # ones that already failed to build or launch.
+    space = _synthetic()
+    failed = {s: sum(x is None for seed in range(5) for x in replay.replay(space, s, seed, budget=40).times)
+              for s in ("random", "model")}
+    assert failed["model"] < 0.6 * failed["random"], failed
+
+
+@pytest.mark.parametrize("strategy", ["model", "local"])
+def test_a_learning_strategy_finds_the_optimum_of_a_smooth_space_well_before_random(strategy):
+    space = _synthetic()
+    found = [replay.replay(space, strategy, seed, budget=60).reached(space.optimum, 1.0) for seed in range(5)]
+    rand = [replay.replay(space, "random", seed, budget=60).reached(space.optimum, 1.0) for seed in range(5)]
+    assert all(f is not None for f in found)
+    assert sorted(found)[2] < sorted(r if r is not None else 61 for r in rand)[2]
+
+
+def test_the_model_proposes_in_milliseconds_on_the_hub_space(hub):
+    import time
+
+    t0 = time.process_time()
+    t = replay.replay(hub, "model", seed=0, budget=60)
+    assert len(t.times) == 60
+    assert (time.process_time() - t0) / 60 < 0.2  # the issue's bar is 50 ms; a shared CI host gets slack

@@ -363,7 +363,7 @@ HUGE = {"family": "conv2d", "params": {"MACROS": [0, 1, 2, 3, 4], "UNROLL": [0, 
         "constraints": {"groups_in_reach": "LWS_X * LWS_Y * LWS_Z <= 4000000"}}
 
 
-@pytest.mark.parametrize("strategy", ["random", "tpe", "exhaustive"])
+@pytest.mark.parametrize("strategy", ["random", "tpe", "exhaustive", "model", "local"])
 def test_a_space_of_720_million_points_measures_its_budget_without_listing_it(tmp_path, strategy):
     # Every point used to be listed first (progress bar and strategies): nothing written in 30 s.
     import time

@@ -75,7 +75,7 @@ def test_exhaustive_measures_every_valid_setting_once(tmp_path):
     assert len(keys) == len(set(keys)) and set(keys) == valid_keys(cfg)
 
 
-@pytest.mark.parametrize("strategy", ["random", "tpe"])
+@pytest.mark.parametrize("strategy", ["random", "tpe", "model", "local"])
 def test_budget_counts_measured_settings_only_and_never_repeats(tmp_path, strategy):
     cfg = make_config(budget=12, strategy=strategy)
     backend, res = run_fake(cfg, tmp_path, rerank=0)
@@ -85,7 +85,7 @@ def test_budget_counts_measured_settings_only_and_never_repeats(tmp_path, strate
     assert {r["strategy"] for r in res.rows if r["setting"] != "normal"} == {strategy}
 
 
-@pytest.mark.parametrize("strategy", ["random", "tpe"])
+@pytest.mark.parametrize("strategy", ["random", "tpe", "model", "local"])
 def test_same_seed_same_sequence(tmp_path, strategy):
     cfg = make_config(budget=8, strategy=strategy)
     a, _ = run_fake(cfg, tmp_path / "a", rerank=0)
@@ -94,7 +94,7 @@ def test_same_seed_same_sequence(tmp_path, strategy):
     assert search_keys(a, cfg) == search_keys(b, cfg) != search_keys(c, cfg)
 
 
-@pytest.mark.parametrize("strategy", ["random", "tpe", "exhaustive"])
+@pytest.mark.parametrize("strategy", ["random", "tpe", "exhaustive", "model", "local"])
 def test_budget_larger_than_the_space_measures_it_all_and_stops(tmp_path, strategy):
     space = {"family": "conv2d", "params": {"MACROS": [0, 1], "UNROLL": [0, 1]},
              "constraints": {"unroll": "UNROLL == 0 or MACROS >= 1"}}

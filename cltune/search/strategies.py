@@ -9,6 +9,7 @@ live outside the strategies (sweep.py), so every strategy obeys them alike.
 from __future__ import annotations
 
 import itertools
+import math
 import random as _random
 import warnings
 from collections import deque
@@ -158,6 +159,97 @@ def tpe(search: Search) -> None:
     order = list(remaining.values())
     rng.shuffle(order)
     _in_order(search, order)
+
+
+MODEL_INIT = 10  # random points before the model proposes
+MODEL_REFIT = 8  # observations between refits of the model's knob weights
+MODEL_POOL = 4096  # candidates the model scores at a time: of a larger listed space, a fresh draw
+LOCAL_START = 5  # random points before the first descent
+DRAWN_POOL = 200  # points drawn from a space too large to list: the points a learning strategy knows
+
+
+def _pool(search: Search, rng: _random.Random, first: int):
+    """The points a learning strategy chooses among (surrogate.Pool): the valid settings, or of a
+    space too large to list, points drawn at random, `first` at once and up to DRAWN_POOL later."""
+    from . import surrogate as sg
+
+    if search.space.countable:
+        return sg.Pool(search.space.params, search.valid_settings())
+    return sg.Pool(search.space.params, [], _drawn(search, rng), first, DRAWN_POOL)
+
+
+def _costs(search: Search, settings: Sequence[Setting]) -> list:
+    if search.evaluate_many is not None and len(settings) > 1:
+        return search.evaluate_many(list(settings))
+    return [search.evaluate(s, settings[i + 1:]) for i, s in enumerate(settings)]
+
+
+@register("model")
+def model(search: Search) -> None:
+    """Bayesian optimization: a GP over the knob values (surrogate.py) fitted to the log times
+    measured so far proposes the point of highest expected improvement, discounted by the chance
+    that it fails like the failures seen so far. Every other proposal is taken among the points
+    one knob away from the best so far (a local search the model steers). Seeded."""
+    from . import surrogate as sg
+
+    rng = _random.Random(search.seed)
+    drawn = _pool(search, rng, LOCAL_START)
+    pool, enc = drawn.settings, drawn.enc
+    cost: dict[int, float | None] = {i: search.evaluate(s, ()) for i, s in enumerate(pool) if search.measured(s)}
+    left = [i for i in range(len(pool)) if i not in cost]
+    rng.shuffle(left)
+    w = v = wf = vf = sg.np.full(enc.dims, 0.3)
+    fitted_at, step = -1, 0
+    while left:
+        ok = [i for i, c in cost.items() if c is not None]
+        width = max(search.batch, 1)
+        if len(ok) < 2 or len(cost) < MODEL_INIT or enc.dims == 0:
+            pick = left[:max(width, min(MODEL_INIT - len(cost), PREFETCH + 1))]
+        else:
+            step += 1
+            bad = [i for i, c in cost.items() if c is None]
+            y = sg.np.log(sg.np.array([cost[i] for i in ok]))
+            y = (y - y.mean()) / (y.std() + 1e-9)
+            if fitted_at < 0 or len(cost) - fitted_at >= MODEL_REFIT:
+                w, v, fitted_at = *sg.fit_weights(enc, ok, y, w, v), len(cost)
+                if bad:  # the likeness that failures share, fitted to 0/1 labels
+                    labels = sg.np.r_[sg.np.zeros(len(ok)), sg.np.ones(len(bad))]
+                    wf, vf = sg.fit_weights(enc, ok + bad, labels - labels.mean(), wf, vf)
+            near = [k for k in enc.neighbours(ok[int(sg.np.argmin(y))]) if k not in cost] if step % 2 == 0 else []
+            score, cand = sg.propose(enc, ok, bad, y, (w, v, wf, vf), near, left, rng, MODEL_POOL)
+            pick = [cand[int(k)] for k in sg.np.argsort(-score, kind="stable")[:width]]
+        chosen = set(pick)
+        left = [i for i in left if i not in chosen]
+        for i, c in zip(pick, _costs(search, [pool[i] for i in pick])):
+            cost[i] = c
+        if not left and (new := drawn.grow()):  # a drawn pool's first points are measured
+            left, enc = new, drawn.enc
+
+
+@register("local")
+def local(search: Search) -> None:
+    """Iterated local search without a model: after LOCAL_START random points, the unmeasured
+    points one knob away from the best so far, in seeded random order, moving on as soon as one is faster; when the best one's
+    neighbours are all measured, a random unmeasured point starts the next descent."""
+    rng = _random.Random(search.seed)
+    drawn = _pool(search, rng, LOCAL_START)
+    pool = drawn.settings  # grows in place
+    cost: dict[int, float | None] = {i: search.evaluate(s, ()) for i, s in enumerate(pool) if search.measured(s)}
+    order = [i for i in range(len(pool)) if i not in cost]
+    rng.shuffle(order)
+    start = order[:max(LOCAL_START - len(cost), 0)]
+    for i, c in zip(start, _costs(search, [pool[i] for i in start])):
+        cost[i] = c
+    order += drawn.grow()
+    while len(cost) < len(pool):
+        ok = [i for i, c in cost.items() if c is not None]
+        near = [k for k in drawn.enc.neighbours(min(ok, key=cost.get)) if k not in cost] if ok else []
+        rng.shuffle(near)
+        for i in near or [next(i for i in order if i not in cost)]:
+            before = min((cost[k] for k in ok), default=math.inf)
+            cost[i] = search.evaluate(pool[i], ())
+            if cost[i] is not None and cost[i] < before:
+                break
 
 
 def _tell(study, trial, cost) -> None:

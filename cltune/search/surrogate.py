@@ -1,0 +1,175 @@
+"""The cost model of the `model` strategy: a Gaussian process over a space's knob values, in numpy.
+
+A point is each knob's position in its value list. Two points' covariance falls with the knobs
+they differ in (a weight per knob: 32 and 48 work-items are different programs on a GPU, not
+neighbours) and with their distance along each knob's list (a second weight per knob: 2 and 4
+items per thread are closer than 2 and 16). Both weights are fitted to the points measured so far
+by the marginal likelihood, a knob at a time over a short grid. The GP models the log of a
+point's time; a second GP over 0/1 labels estimates where points fail (build, launch, wrong
+answer), so that proposals steer clear of their likes.
+
+Chosen over optuna's samplers, scikit-learn or xgboost because a GP's uncertainty is what expected
+improvement needs, a few hundred observations fit in milliseconds without a new dependency, and
+on the recorded hub spaces it beat tree ensembles (benchmarks/search_efficiency.py, docs/tuning.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+GRID = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # each knob's weights are chosen from these
+NOISE = 1e-2  # of the standardized log time: repeat measurements differ by about a percent
+
+
+class Encoding:
+    """The points of a listed space as value positions (n x d), one-hot rows and list positions
+    scaled to [0, 1]. Knobs with one value are left out. `neighbours(i)`: the points that differ
+    from point i in one knob."""
+
+    def __init__(self, params, points: list[dict]):
+        knobs = [(name, list(values)) for name, values in params if len(values) > 1]
+        self.names = [n for n, _ in knobs]
+        self.card = np.array([len(v) for _, v in knobs], dtype=int)
+        where = [{_hashable(v): i for i, v in enumerate(values)} for _, values in knobs]
+        self.index = np.array([[where[j][_hashable(p[n])] for j, n in enumerate(self.names)] for p in points],
+                              dtype=int).reshape(len(points), len(knobs))
+        n, d = self.index.shape
+        self.offsets = np.concatenate(([0], np.cumsum(self.card)[:-1])).astype(int)
+        self.onehot = np.zeros((n, int(self.card.sum())))
+        for j in range(d):
+            self.onehot[np.arange(n), self.offsets[j] + self.index[:, j]] = 1.0
+        self.ordinal = self.index / np.maximum(self.card - 1, 1)
+        self._rows = {tuple(r): i for i, r in enumerate(self.index.tolist())}
+
+    @property
+    def dims(self) -> int:
+        return len(self.names)
+
+    def neighbours(self, i: int) -> list[int]:
+        row, out = self.index[i].tolist(), []
+        for j, c in enumerate(self.card):
+            keep = row[j]
+            for v in range(c):
+                if v != keep:
+                    row[j] = v
+                    k = self._rows.get(tuple(row))
+                    if k is not None:
+                        out.append(k)
+            row[j] = keep
+        return out
+
+
+def _hashable(v):
+    return tuple(v) if isinstance(v, list) else v
+
+
+def gram(enc: Encoding, a, b, w, v) -> np.ndarray:
+    """exp(-(sum_j w_j [a_j != b_j] + sum_j v_j (pos_a_j - pos_b_j)^2)) between point sets a and b."""
+    same = (enc.onehot[a] * np.repeat(w, enc.card)) @ enc.onehot[b].T
+    oa, ob = enc.ordinal[a] * np.sqrt(v), enc.ordinal[b] * np.sqrt(v)
+    sq = (oa * oa).sum(1)[:, None] + (ob * ob).sum(1)[None, :] - 2.0 * oa @ ob.T
+    return np.exp(-(w.sum() - same + np.maximum(sq, 0.0)))
+
+
+class GP:
+    """A zero-mean GP over standardized observations y at points idx."""
+
+    def __init__(self, enc: Encoding, idx, y, w, v):
+        self.enc, self.idx, self.w, self.v = enc, np.asarray(idx), w, v
+        k = gram(enc, self.idx, self.idx, w, v) + NOISE * np.eye(len(self.idx))
+        self.linv = np.linalg.inv(np.linalg.cholesky(k))
+        self.alpha = self.linv.T @ (self.linv @ y)
+
+    def predict(self, cand) -> tuple[np.ndarray, np.ndarray]:
+        ks = gram(self.enc, cand, self.idx, self.w, self.v)
+        s = ks @ self.linv.T
+        return ks @ self.alpha, np.sqrt(np.maximum(1.0 + NOISE - (s * s).sum(1), 1e-12))
+
+
+def failure_share(enc: Encoding, ok, bad, cand, w, v) -> np.ndarray:
+    """Each candidate's chance of failing: a GP over the measured points' 0/1 labels (1: failed),
+    with weights fitted to those labels, its mean clipped to [0, 1]."""
+    labels = np.r_[np.zeros(len(ok)), np.ones(len(bad))]
+    mu, _ = GP(enc, list(ok) + list(bad), labels - labels.mean(), w, v).predict(cand)
+    return np.clip(mu + labels.mean(), 0.0, 1.0)
+
+
+def neg_log_likelihood(enc: Encoding, idx, y, w, v) -> float:
+    k = gram(enc, idx, idx, w, v) + NOISE * np.eye(len(idx))
+    try:
+        low = np.linalg.cholesky(k)
+    except np.linalg.LinAlgError:
+        return math.inf
+    z = np.linalg.solve(low, y)
+    return 0.5 * float(z @ z) + float(np.log(np.diag(low)).sum())
+
+
+def fit_weights(enc: Encoding, idx, y, w, v):
+    """One pass of coordinate search over GRID for each knob's two weights, from (w, v)."""
+    best = neg_log_likelihood(enc, idx, y, w, v)
+    for j in range(enc.dims):
+        for which in (0, 1):
+            for g in GRID:
+                w2, v2 = w.copy(), v.copy()
+                (w2 if which == 0 else v2)[j] = g
+                score = neg_log_likelihood(enc, idx, y, w2, v2)
+                if score < best:
+                    best, w, v = score, w2, v2
+    return w, v
+
+
+def expected_improvement(mu, sd, best) -> np.ndarray:
+    z = (best - mu) / sd
+    cdf = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    return (best - mu) * cdf + sd * pdf
+
+
+def _erf(x):
+    """Abramowitz and Stegun 7.1.26 (error under 1.5e-7): numpy has no erf."""
+    s, x = np.sign(x), np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return s * (1.0 - poly * np.exp(-x * x))
+
+
+class Pool:
+    """A learning strategy's points and their Encoding: given, or drawn from `draws` (an iterator
+    of valid settings), `first` at once and the rest up to `limit` on `grow()`."""
+
+    def __init__(self, params, settings: list, draws=None, first: int = 0, limit: int = 0):
+        self.params, self.draws, self.limit = params, draws, limit
+        self.settings = settings if draws is None else list(itertools.islice(draws, first))
+        self.enc = Encoding(params, [s.values for s in self.settings])
+
+    def grow(self) -> list[int]:
+        """Draw the rest of the pool (once); the indices of the new points."""
+        if self.draws is None or len(self.settings) >= self.limit:
+            return []
+        n = len(self.settings)
+        self.settings += itertools.islice(self.draws, self.limit - n)  # in place: callers hold the list
+        self.enc = Encoding(self.params, [s.values for s in self.settings])
+        return list(range(n, len(self.settings)))
+
+
+def propose(enc, ok, bad, y, weights, near, left, rng, limit):
+    """Expected improvement of the candidates (`near`, the best one's neighbours, unless all of
+    them look like failures; else every unmeasured point), discounted by their chance of failing;
+    a likely failure scores below every other point."""
+    w, v, wf, vf = weights
+    for cand in (near, left):
+        if not cand:
+            continue
+        if len(cand) > limit:
+            cand = rng.sample(cand, limit)
+        cand_a = np.array(cand)
+        fail = failure_share(enc, ok, bad, cand_a, wf, vf) if bad else np.zeros(len(cand))
+        if cand is near and (fail >= 0.5).all():
+            continue
+        mu, sd = GP(enc, ok, y, w, v).predict(cand_a)
+        score = expected_improvement(mu, sd, y.min())
+        return np.where(fail < 0.5, score * (1.0 - fail), -1.0 + (1.0 - fail)), cand
+    return np.zeros(0), []
