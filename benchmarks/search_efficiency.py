@@ -142,14 +142,14 @@ def _kt_cache(path: Path, space) -> dict:
 
 
 def main() -> None:
-    from cltune.core.config import DEFAULT_STRATEGY
+    from cltune.core.config import SEARCH_STRATEGY
     from cltune.measure.hostgemm import host_cpu
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("spaces", nargs="*")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budgets", default="25,50,100,200")
-    ap.add_argument("--cltune", default=f"random,{DEFAULT_STRATEGY}" if DEFAULT_STRATEGY != "random" else "random")
+    ap.add_argument("--cltune", default=f"random,tpe,local,{SEARCH_STRATEGY}")
     ap.add_argument("--kt", default=",".join(KT_STRATEGIES))
     ap.add_argument("--no-kt", action="store_true")
     ap.add_argument("--out", default=None, help="CSV of every score")

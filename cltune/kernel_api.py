@@ -60,7 +60,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     space = Space(problem.family, tuple((k, tuple(v)) for k, v in tune_params.items()),
                   _restrictions(restrictions, tune_params, sizes))
     cfg = cfgmod.Config(kernel_name, "tune_kernel", problem, (), cfgmod.default_timing(), rtol=rtol, atol=atol,
-                        spaces=(space,), strategy=strategy or cfgmod.DEFAULT_STRATEGY)
+                        spaces=(space,), strategy=strategy)
     path = Path(out) if out else None
     resume = path is not None and path.is_file() and path.stat().st_size > 0
     opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,

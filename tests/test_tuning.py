@@ -240,3 +240,14 @@ def test_rows_carry_roofline_figures_and_the_share_of_a_measured_peak(tmp_path, 
     assert row["intensity"] == pytest.approx(cfg.problem.flops / cfg.problem.min_bytes)
     assert row["peak_gflops"] == 100.0 and row["compute_share"] == pytest.approx(row["gflops"] / 100.0)
     assert row["bound"] in ("compute", "memory") and 0 < row["roof_share"]
+
+
+def test_a_space_with_no_strategy_named_is_exhaustive_without_limits_and_model_under_a_budget():
+    from dataclasses import replace
+
+    cfg = make_config(strategy="random")
+    assert cfg.search_strategy == "random"
+    unnamed = replace(cfg, strategy=None)
+    assert unnamed.search_strategy == "exhaustive"
+    assert replace(unnamed, budget=5).search_strategy == "model"
+    assert replace(unnamed, time_limit_s=2.0).search_strategy == "model"

@@ -108,7 +108,7 @@ def _echo_unbound(cfg) -> None:
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="Results CSV (default: results/<config>_<device>_<time>.csv).")
 @click.option("--strategy", type=click.Choice(sorted(STRATEGY_NAMES)), default=None,
-              help="Search strategy for the config's [[space]]s (default: the config's, else exhaustive).")
+              help="Search strategy for the config's [[space]]s (default: the config's; else model under a budget or time limit, exhaustive without).")
 @click.option("--budget", type=click.IntRange(min=1), default=None, help="Settings measured per space.")
 @time_limit_option()
 @seed_option()

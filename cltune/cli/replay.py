@@ -26,12 +26,12 @@ def replay(space, strategies, budget, seeds, seconds, out):
     exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
     import csv
 
-    from ..core.config import DEFAULT_STRATEGY
+    from ..core.config import SEARCH_STRATEGY
     from ..results.recorded import load
     from ..search.replay import BUDGETS, format_summary, rows_of, run_all, summarize
 
     recorded = load(space)
-    strategies = list(strategies) or [DEFAULT_STRATEGY]
+    strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
     traces = run_all(recorded, strategies, seeds, limit, seconds)
     longest = max(len(t.times) for t in traces)

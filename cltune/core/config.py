@@ -27,7 +27,11 @@ from .space import Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
 TOP_KEYS = {"name", "description", "problem", "kernel", "run", "setting", "space", "layer"}
-DEFAULT_STRATEGY = "exhaustive"  # of a config's spaces, when neither it nor the command names one
+# The strategy of a config's spaces when neither it nor the command names one: every point when
+# nothing limits the search, the strategy that won the replays of recorded spaces (docs/tuning.md)
+# under a budget or a time limit.
+DEFAULT_STRATEGY = "exhaustive"
+SEARCH_STRATEGY = "model"
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
             "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s", "windows",
@@ -68,7 +72,7 @@ class Config:
     baseline: str | None = None
     description: str = ""
     spaces: tuple[Space, ...] = ()
-    strategy: str = "exhaustive"
+    strategy: str | None = None  # None: DEFAULT_STRATEGY, or SEARCH_STRATEGY under a budget or time limit
     budget: int | None = None  # settings per space
     time_limit_s: float | None = None  # seconds per space
     rerank: int = 3  # the top settings re-measured interleaved at the end
@@ -76,6 +80,13 @@ class Config:
     rerank_per_family: bool = False  # the top `rerank` of each family (`cltune bench`), not overall
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
+
+    @property
+    def search_strategy(self) -> str:
+        """The strategy that searches the spaces: the named one, else the default for the limits."""
+        if self.strategy:
+            return self.strategy
+        return SEARCH_STRATEGY if self.budget or self.time_limit_s else DEFAULT_STRATEGY
 
     def with_overrides(self, opts) -> "Config":
         """This config with what a caller's tune.Options override (None: the config's own value).
@@ -165,7 +176,7 @@ def parse(data: dict, path: str = "<config>") -> Config:
         c.fail("setting", "expected at least one [[setting]] or [[space]]")
     from ..search import strategies
 
-    strategy = c.get(run, "strategy", str, "run.", DEFAULT_STRATEGY, lambda v: v in strategies.STRATEGIES,
+    strategy = c.get(run, "strategy", str, "run.", None, lambda v: v in strategies.STRATEGIES,
                      f"one of {', '.join(sorted(strategies.STRATEGIES))}")
     search = dict(
         spaces=tuple(spaces), strategy=strategy,

@@ -142,9 +142,9 @@ class Steps:
     def search(self) -> None:
         cfg, info = self.cfg, self.backend.info
         budget = Budget(cfg.budget, cfg.time_limit_s)
-        self.rec.strategy = cfg.strategy
+        self.rec.strategy = cfg.search_strategy
         for space in cfg.spaces:
-            self.sweep.search(space, cfg.problem, info, cfg.strategy, budget, cfg.seed)
+            self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:
         """The best few and the baseline measured again, interleaved, so their ranking and speedup
