@@ -9,7 +9,6 @@ live outside the strategies (sweep.py), so every strategy obeys them alike.
 from __future__ import annotations
 
 import itertools
-import math
 import random as _random
 import warnings
 from collections import deque
@@ -168,20 +167,30 @@ LOCAL_START = 5  # random points before the first descent
 DRAWN_POOL = 200  # points drawn from a space too large to list: the points a learning strategy knows
 
 
-def _pool(search: Search, rng: _random.Random, first: int):
-    """The points a learning strategy chooses among (surrogate.Pool): the valid settings, or of a
-    space too large to list, points drawn at random, `first` at once and up to DRAWN_POOL later."""
+def _start(search: Search, rng: _random.Random, first: int):
+    """A learning strategy's pool (surrogate.Pool: the valid settings, or of a space too large to
+    list, points drawn at random, `first` at once and up to DRAWN_POOL later), the costs of the
+    points already measured (resumed), and the others in seeded random order."""
     from . import surrogate as sg
 
     if search.space.countable:
-        return sg.Pool(search.space.params, search.valid_settings())
-    return sg.Pool(search.space.params, [], _drawn(search, rng), first, DRAWN_POOL)
+        drawn = sg.Pool(search.space.params, search.valid_settings())
+    else:
+        drawn = sg.Pool(search.space.params, [], _drawn(search, rng), first, DRAWN_POOL)
+    cost = {i: search.evaluate(s, ()) for i, s in enumerate(drawn.settings) if search.measured(s)}
+    order = [i for i in range(len(drawn.settings)) if i not in cost]
+    rng.shuffle(order)
+    return drawn, cost, order
 
 
-def _costs(search: Search, settings: Sequence[Setting]) -> list:
+def _measure(search: Search, pool: list[Setting], picks: list[int], cost: dict) -> None:
+    """Measure pool[i] for each pick (in parallel on a farm, else announcing the ones after it)."""
+    settings = [pool[i] for i in picks]
     if search.evaluate_many is not None and len(settings) > 1:
-        return search.evaluate_many(list(settings))
-    return [search.evaluate(s, settings[i + 1:]) for i, s in enumerate(settings)]
+        costs = search.evaluate_many(settings)
+    else:
+        costs = [search.evaluate(s, settings[k + 1:]) for k, s in enumerate(settings)]
+    cost.update(zip(picks, costs))
 
 
 @register("model")
@@ -193,62 +202,46 @@ def model(search: Search) -> None:
     from . import surrogate as sg
 
     rng = _random.Random(search.seed)
-    drawn = _pool(search, rng, LOCAL_START)
-    pool, enc = drawn.settings, drawn.enc
-    cost: dict[int, float | None] = {i: search.evaluate(s, ()) for i, s in enumerate(pool) if search.measured(s)}
-    left = [i for i in range(len(pool)) if i not in cost]
-    rng.shuffle(left)
-    w = v = wf = vf = sg.np.full(enc.dims, 0.3)
-    fitted_at, step = -1, 0
+    drawn, cost, left = _start(search, rng, LOCAL_START)
+    weights, fitted_at, step = sg.initial_weights(drawn.enc), -1, 0
     while left:
         ok = [i for i, c in cost.items() if c is not None]
         width = max(search.batch, 1)
-        if len(ok) < 2 or len(cost) < MODEL_INIT or enc.dims == 0:
+        if len(ok) < 2 or len(cost) < MODEL_INIT or drawn.enc.dims == 0:
             pick = left[:max(width, min(MODEL_INIT - len(cost), PREFETCH + 1))]
         else:
             step += 1
             bad = [i for i, c in cost.items() if c is None]
-            y = sg.np.log(sg.np.array([cost[i] for i in ok]))
-            y = (y - y.mean()) / (y.std() + 1e-9)
+            y = sg.standardized_log([cost[i] for i in ok])
             if fitted_at < 0 or len(cost) - fitted_at >= MODEL_REFIT:
-                w, v, fitted_at = *sg.fit_weights(enc, ok, y, w, v), len(cost)
-                if bad:  # the likeness that failures share, fitted to 0/1 labels
-                    labels = sg.np.r_[sg.np.zeros(len(ok)), sg.np.ones(len(bad))]
-                    wf, vf = sg.fit_weights(enc, ok + bad, labels - labels.mean(), wf, vf)
-            near = [k for k in enc.neighbours(ok[int(sg.np.argmin(y))]) if k not in cost] if step % 2 == 0 else []
-            score, cand = sg.propose(enc, ok, bad, y, (w, v, wf, vf), near, left, rng, MODEL_POOL)
-            pick = [cand[int(k)] for k in sg.np.argsort(-score, kind="stable")[:width]]
+                weights, fitted_at = sg.refit(drawn.enc, ok, bad, y, weights), len(cost)
+            near = [k for k in drawn.enc.neighbours(ok[int(y.argmin())]) if k not in cost] if step % 2 == 0 else []
+            pick = sg.propose(drawn.enc, ok, bad, y, weights, near, left, rng, MODEL_POOL, width)
         chosen = set(pick)
         left = [i for i in left if i not in chosen]
-        for i, c in zip(pick, _costs(search, [pool[i] for i in pick])):
-            cost[i] = c
-        if not left and (new := drawn.grow()):  # a drawn pool's first points are measured
-            left, enc = new, drawn.enc
+        _measure(search, drawn.settings, pick, cost)
+        if not left:  # a drawn pool's first points are measured: draw the rest
+            left = drawn.grow()
 
 
 @register("local")
 def local(search: Search) -> None:
     """Iterated local search without a model: after LOCAL_START random points, the unmeasured
-    points one knob away from the best so far, in seeded random order, moving on as soon as one is faster; when the best one's
-    neighbours are all measured, a random unmeasured point starts the next descent."""
+    points one knob away from the best so far, in seeded random order, moving on as soon as one is
+    faster; when the best one's neighbours are all measured, a random unmeasured point starts the
+    next descent."""
     rng = _random.Random(search.seed)
-    drawn = _pool(search, rng, LOCAL_START)
-    pool = drawn.settings  # grows in place
-    cost: dict[int, float | None] = {i: search.evaluate(s, ()) for i, s in enumerate(pool) if search.measured(s)}
-    order = [i for i in range(len(pool)) if i not in cost]
-    rng.shuffle(order)
-    start = order[:max(LOCAL_START - len(cost), 0)]
-    for i, c in zip(start, _costs(search, [pool[i] for i in start])):
-        cost[i] = c
+    drawn, cost, order = _start(search, rng, LOCAL_START)
+    _measure(search, drawn.settings, order[:max(LOCAL_START - len(cost), 0)], cost)
     order += drawn.grow()
-    while len(cost) < len(pool):
+    while len(cost) < len(drawn.settings):
         ok = [i for i, c in cost.items() if c is not None]
-        near = [k for k in drawn.enc.neighbours(min(ok, key=cost.get)) if k not in cost] if ok else []
+        best = min(ok, key=cost.get) if ok else None
+        near = [k for k in drawn.enc.neighbours(best) if k not in cost] if ok else []
         rng.shuffle(near)
         for i in near or [next(i for i in order if i not in cost)]:
-            before = min((cost[k] for k in ok), default=math.inf)
-            cost[i] = search.evaluate(pool[i], ())
-            if cost[i] is not None and cost[i] < before:
+            cost[i] = search.evaluate(drawn.settings[i], ())
+            if cost[i] is not None and (best is None or cost[i] < cost[best]):
                 break
 
 

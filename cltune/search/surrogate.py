@@ -89,12 +89,37 @@ class GP:
         return ks @ self.alpha, np.sqrt(np.maximum(1.0 + NOISE - (s * s).sum(1), 1e-12))
 
 
+def standardized_log(times) -> np.ndarray:
+    y = np.log(np.asarray(times, dtype=float))
+    return (y - y.mean()) / (y.std() + 1e-9)
+
+
+def _failed(ok, bad) -> np.ndarray:
+    """The measured points' 0/1 labels (1: failed), in the order ok + bad."""
+    return np.r_[np.zeros(len(ok)), np.ones(len(bad))]
+
+
 def failure_share(enc: Encoding, ok, bad, cand, w, v) -> np.ndarray:
-    """Each candidate's chance of failing: a GP over the measured points' 0/1 labels (1: failed),
-    with weights fitted to those labels, its mean clipped to [0, 1]."""
-    labels = np.r_[np.zeros(len(ok)), np.ones(len(bad))]
+    """Each candidate's chance of failing: a GP over the measured points' 0/1 labels, with weights
+    fitted to those labels, its mean clipped to [0, 1]."""
+    labels = _failed(ok, bad)
     mu, _ = GP(enc, list(ok) + list(bad), labels - labels.mean(), w, v).predict(cand)
     return np.clip(mu + labels.mean(), 0.0, 1.0)
+
+
+def initial_weights(enc: Encoding) -> tuple:
+    """(w, v) of the time GP and (wf, vf) of the failure GP before any fit."""
+    return (np.full(enc.dims, 0.3),) * 4
+
+
+def refit(enc: Encoding, ok, bad, y, weights) -> tuple:
+    """Both GPs' weights fitted again: the time GP's to y at ok, the failure GP's to the labels."""
+    w, v, wf, vf = weights
+    w, v = fit_weights(enc, ok, y, w, v)
+    if bad:
+        labels = _failed(ok, bad)
+        wf, vf = fit_weights(enc, list(ok) + list(bad), labels - labels.mean(), wf, vf)
+    return w, v, wf, vf
 
 
 def neg_log_likelihood(enc: Encoding, idx, y, w, v) -> float:
@@ -155,21 +180,23 @@ class Pool:
         return list(range(n, len(self.settings)))
 
 
-def propose(enc, ok, bad, y, weights, near, left, rng, limit):
-    """Expected improvement of the candidates (`near`, the best one's neighbours, unless all of
-    them look like failures; else every unmeasured point), discounted by their chance of failing;
-    a likely failure scores below every other point."""
+def propose(enc, ok, bad, y, weights, near, left, rng, limit, width) -> list[int]:
+    """The `width` candidates of highest expected improvement, discounted by their chance of
+    failing (a likely failure scores below every other point). The candidates: `near` (the best
+    one's neighbours) unless all of them look like failures, else every unmeasured point in `left`
+    (a random `limit` of them when there are more)."""
     w, v, wf, vf = weights
-    for cand in (near, left):
+    for local, cand in ((True, near), (False, left)):
         if not cand:
             continue
         if len(cand) > limit:
             cand = rng.sample(cand, limit)
         cand_a = np.array(cand)
         fail = failure_share(enc, ok, bad, cand_a, wf, vf) if bad else np.zeros(len(cand))
-        if cand is near and (fail >= 0.5).all():
+        if local and (fail >= 0.5).all():
             continue
         mu, sd = GP(enc, ok, y, w, v).predict(cand_a)
         score = expected_improvement(mu, sd, y.min())
-        return np.where(fail < 0.5, score * (1.0 - fail), -1.0 + (1.0 - fail)), cand
-    return np.zeros(0), []
+        score = np.where(fail < 0.5, score * (1.0 - fail), -1.0 + (1.0 - fail))
+        return [cand[int(k)] for k in np.argsort(-score, kind="stable")[:width]]
+    return []
