@@ -235,6 +235,9 @@ def against_reference(done: list[dict], reference: dict, what: str) -> None:
     from reference_ranking import rank_of
 
     print(f"against the reference ({what}):")
+    top = sorted(reference.values())
+    print("  the reference's fastest five, as a factor of its fastest: "
+          + ", ".join(f"{t / top[0]:.3f}" for t in top[:5]))
     scores: dict = {}
     for r in done:
         key, _ = best(r)

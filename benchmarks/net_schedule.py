@@ -57,6 +57,8 @@ def main(argv=None):
     rep.add_argument("--all", action="store_true", help="also gradient without transfer, round-robin with it")
     rep.add_argument("--detail", action="store_true", help="each task's trials and best at the largest budget")
     rep.add_argument("--out", default=None, help="write every (policy, seed, budget) row as CSV")
+    rep.add_argument("--search", default="model",
+                     help="what a task tries next of its own points: model, local, or both (model,local)")
     live = sub.add_parser("live", help="measure as it goes, both policies sharing measurements")
     live.add_argument("--network", default="resnet18")
     live.add_argument("--extra", default="0,20,40,80")
@@ -130,25 +132,39 @@ def replay_mode(args):
           f"{sum(len(r.points) for r in table)} recorded points ({min(len(r.points) for r in table)}-"
           f"{max(len(r.points) for r in table)} a task); built-ins only {builtin_only(table):.3f} ms, "
           f"best recorded {best_possible(table):.3f} ms")
+    searches = _searches(args.search)
     rows, traces = [], {}
     for combo in [c for c in COMBOS if args.all or c in MAIN]:
         policy, transfer = COMBOS[combo]
-        for seed in range(args.seeds):
-            trace = replay(table, policy, transfer, n_builtin + extras[-1], seed)
-            traces[combo, seed] = trace
-            rows += [{"network": name, "policy": combo, "seed": seed, "extra_trials": e, "budget": n_builtin + e,
-                      "network_ms": trace.network_at(n_builtin + e)} for e in extras]
+        for search in searches:
+            label = combo if len(searches) == 1 else f"{combo} {search}"
+            for seed in range(args.seeds):
+                trace = replay(table, policy, transfer, n_builtin + extras[-1], seed, search)
+                traces[label, seed] = trace
+                rows += [{"network": name, "policy": label, "search": search, "seed": seed, "extra_trials": e,
+                          "budget": n_builtin + e, "network_ms": trace.network_at(n_builtin + e)} for e in extras]
     df = pd.DataFrame(rows)
     if args.out:
         df.to_csv(args.out, index=False)
-    print(summary(df, args.seeds))
+    print(summary(df, args.seeds, MAIN if len(searches) == 1 else tuple(f"{MAIN[0]} {s}" for s in searches[:2])))
     if args.detail:
         print(detail(table, traces, n_builtin + extras[-1], args.seeds))
 
 
-def summary(df: pd.DataFrame, seeds: int) -> str:
-    """Per budget and policy: mean, sd, min and max of the network ms over seeds; for the two main
-    policies, the mean ratio and in how many seeds each was ahead."""
+def _searches(text: str) -> list[str]:
+    from cltune.net.schedule import SEARCHES
+
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in out if s not in SEARCHES]
+    if not out or bad:
+        sys.exit(f"Error: --search {text!r}: expected one or more of {', '.join(SEARCHES)}, separated by commas")
+    return out
+
+
+def summary(df: pd.DataFrame, seeds: int, pair: tuple = MAIN) -> str:
+    """Per budget and policy: mean, sd, min and max of the network ms over seeds; for the `pair`
+    compared (the two main policies, or one policy's two searches), the mean ratio and in how many
+    seeds each was ahead."""
     lines = [f"network conv time (ms, sum of weight x best ms) over {seeds} seeds: mean sd [min max]"]
     for budget, at in df.groupby("budget", sort=True):
         parts = []
@@ -156,12 +172,12 @@ def summary(df: pd.DataFrame, seeds: int) -> str:
             v = g["network_ms"]
             parts.append(f"{combo} {v.mean():.3f} {v.std(ddof=0):.3f} [{v.min():.3f} {v.max():.3f}]")
         line = f"budget {budget} (+{at['extra_trials'].iloc[0]}): " + "; ".join(parts)
-        if set(MAIN) <= set(at["policy"]):
-            a = at[at["policy"] == MAIN[0]].set_index("seed")["network_ms"]
-            b = at[at["policy"] == MAIN[1]].set_index("seed")["network_ms"]
+        if len(pair) == 2 and set(pair) <= set(at["policy"]):
+            a = at[at["policy"] == pair[0]].set_index("seed")["network_ms"]
+            b = at[at["policy"] == pair[1]].set_index("seed")["network_ms"]
             ratio = b / a
-            line += (f"; round-robin / gradient+transfer {ratio.mean():.3f} (sd {ratio.std(ddof=0):.3f}), "
-                     f"gradient+transfer ahead in {(a < b).sum()}, behind in {(a > b).sum()} of {len(a)} seeds")
+            line += (f"; {pair[1]} / {pair[0]} {ratio.mean():.3f} (sd {ratio.std(ddof=0):.3f}), "
+                     f"{pair[0]} ahead in {(a < b).sum()}, behind in {(a > b).sum()} of {len(a)} seeds")
         lines.append(line)
     return "\n".join(lines)
 

@@ -43,14 +43,15 @@ def test_record_measures_builtins_a_climb_and_points_once_and_continues_where_it
     assert set(cut.measured) | set(rest.measured) == set(backend.measured)
 
 
-def test_replay_reads_the_table_and_spends_exactly_the_budget(recorded):
+@pytest.mark.parametrize("search", ["model", "local"])
+def test_replay_reads_the_table_and_spends_exactly_the_budget(recorded, search):
     table_dir, backend, _ = recorded
     name, table = load_table(table_dir)
     assert name == "tiny" and [r.task.weight for r in table] == [2, 1, 1, 1]
     assert all(r.builtins and r.points for r in table)
     n_builtin = sum(len(r.builtins) for r in table)
     for policy in ("gradient", "round-robin"):
-        trace = replay(table, policy, True, n_builtin + 10, seed=1)
+        trace = replay(table, policy, True, n_builtin + 10, seed=1, search=search)
         assert len(trace.curve) == n_builtin + 10 and trace.phases[:n_builtin] == ["builtin"] * n_builtin
         # the network figure is sum(weight x best looked-up cost) of what was tried
         by_task = {}
@@ -59,8 +60,8 @@ def test_replay_reads_the_table_and_spends_exactly_the_budget(recorded):
         expect = sum(r.task.weight * min(by_task[r.task.name]) for r in table)
         assert trace.curve[-1] == pytest.approx(expect)
         assert best_possible(table) <= trace.curve[-1] <= builtin_only(table)
-    assert replay(table, "gradient", True, n_builtin + 10, 3).picks == replay(table, "gradient", True,
-                                                                                 n_builtin + 10, 3).picks
+    again = [replay(table, "gradient", True, n_builtin + 10, 3, search=search) for _ in range(2)]
+    assert again[0].picks == again[1].picks and again[0].costs == again[1].costs
 
 
 def test_replay_round_robin_is_even_and_a_local_step_changes_one_knob(recorded):

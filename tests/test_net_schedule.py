@@ -275,3 +275,26 @@ def test_network_options_are_checked_as_a_sweeps_before_a_device_opens(opts, mes
 
     with pytest.raises(UserError, match=message):
         netrun.run(small_net(), netrun.NetOptions(**opts), echo=lambda line: None, backend=None)
+
+
+def test_a_task_searching_by_the_model_proposes_untried_points_of_its_own_and_finds_the_optimum(monkeypatch):
+    """Guards against a `model` task search that never asks the model (the local search under
+    another name), that proposes a point twice or one outside the task's points, or that a
+    budget does not bound. The landscape is smooth in two knobs, its optimum one point of 32."""
+    from cltune.search import surrogate as sg
+
+    asked = []
+    real = sg.Proposer.propose
+    monkeypatch.setattr(sg.Proposer, "propose", lambda self, *a, **k: asked.append(real(self, *a, **k)) or asked[-1])
+    widths, blocks = range(1, 9), (8, 16, 32, 48)
+    points = [Setting.make(f"w{w}k{k}", "direct", {"BLOCK_W": w, "BLOCK_K": k}) for w in widths for k in blocks]
+    cost = lambda st, s, up, phase: 1 + (s.values["BLOCK_W"] - 6) ** 2 + 3 * abs(blocks.index(s.values["BLOCK_K"]) - 2)  # noqa: E731
+    found = []
+    for seed in range(5):
+        task = make_tasks(Network("n", (Layer("a", conv(16, 16)),)))[0]
+        order = netrun.own_order(points[1:], seed, 0)
+        st = TaskState(task, points[:1], order, search="model", seed=seed)
+        Scheduler([st], cost, Budget(settings=20), "round-robin", transfer=False, seed=seed).run()
+        assert len(st.tried) == 20 and {ident for ident in st.tried} <= st.valid
+        found.append(st.best)
+    assert any(p for p in asked) and found == [1] * 5

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..net.schedule import POLICIES
+from ..net.schedule import POLICIES, SEARCHES
 from .base import device_option, main, seed_option, time_limit_option, timeout_option
 from .table import interrupts, kept_in_folder
 
@@ -17,6 +17,9 @@ from .table import interrupts, kept_in_folder
 @time_limit_option("Seconds of tuning in total (the built-ins are always measured).")
 @click.option("--policy", type=click.Choice(list(POLICIES)), default="gradient", show_default=True,
               help="Which task gets the next trials.")
+@click.option("--search", type=click.Choice(list(SEARCHES)), default="model", show_default=True,
+              help="What a task tries next of its own points: the model strategy's proposal, or one knob "
+                   "away from its best (else its seeded order).")
 @click.option("--no-transfer", is_flag=True, help="Do not start a task's search from similar tasks' best settings.")
 @click.option("--spaces", default="net_spaces", show_default=True,
               help="Config whose [[space]]s and [run] timing the tasks use.")
@@ -31,7 +34,7 @@ from .table import interrupts, kept_in_folder
 @click.option("--best-db", type=click.Path(dir_okay=False), default=None,
               help="Best-config database to fill (default: $CLTUNE_HOME/cltune.sqlite).")
 @click.option("--list", "list_only", is_flag=True, help="Print the network's layers and tasks, measure nothing.")
-def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, out, resume, rounds, timeout,
+def net(network, device, budget, time_limit, policy, search, no_transfer, spaces, seed, out, resume, rounds, timeout,
         best_db, list_only):
     """Tune every conv layer of NETWORK (resnet18, mobilenet_v1, mobilenet_v2, vgg16, a table .toml or
     an .onnx file) under one budget, then race tuned, untuned defaults and torch on its layers."""
@@ -41,7 +44,7 @@ def net(network, device, budget, time_limit, policy, no_transfer, spaces, seed, 
     from ..net.tasks import make_tasks
 
     opts = netrun.NetOptions(device=device, out=out, resume=resume, budget=budget, time_limit_s=time_limit,
-                             policy=policy, transfer=not no_transfer, seed=seed, spaces=spaces,
+                             policy=policy, search=search, transfer=not no_transfer, seed=seed, spaces=spaces,
                              timeout_s=timeout, best_db=best_db, rounds=rounds)
     model = load(network)
     if list_only:

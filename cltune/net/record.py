@@ -30,7 +30,7 @@ def record(net: Network, cfg, backend, table: str | Path, points: int | None, se
     resume = (table / "network.json").exists()
     run_dir = _run_dir(net, NetOptions(out=table, resume=table if resume else None), info, tasks)
     results.save_device_info(run_dir / "network.csv", info)
-    states = [task_state(t, i, cfg.spaces, info, seed) for i, t in enumerate(tasks)]
+    states = [task_state(t, i, cfg.spaces, info, seed, "local") for i, t in enumerate(tasks)]  # no model: _plan picks
     start = clock()
     with ExitStack() as stack:
         sessions = open_sessions(stack, net, tasks, run_dir, cfg, backend, resume)

@@ -111,13 +111,13 @@ def one_knob(rec: Recorded, seed: int):
     return near
 
 
-def replay_states(table: list[Recorded], seed: int) -> list[TaskState]:
+def replay_states(table: list[Recorded], seed: int, search: str = "model") -> list[TaskState]:
     out = []
     for i, rec in enumerate(table):
         order = own_order([rec.settings[k] for k in rec.points], seed, i)
         # It may run what the table holds, its points and built-ins: TaskState's default.
         out.append(TaskState(rec.task, [rec.settings[k] for k in rec.builtins], order,
-                             neighbours=one_knob(rec, seed)))
+                             neighbours=one_knob(rec, seed), search=search, seed=seed))
     return out
 
 
@@ -145,9 +145,11 @@ class Trace:
         return min(ok, default=math.nan)
 
 
-def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed: int, **knobs) -> Trace:
-    """Run one policy over the table within `budget` settings in total (built-ins included)."""
-    states = replay_states(table, seed)
+def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed: int, search: str = "model",
+           **knobs) -> Trace:
+    """Run one policy over the table within `budget` settings in total (built-ins included), each
+    task searching its own points by `search`."""
+    states = replay_states(table, seed, search)
     by_name = {r.task.name: r for r in table}
     curve, picks, phases, costs = [], [], [], []
 

@@ -27,6 +27,7 @@ from ..search.session import session
 from ..search.sweep import Budget
 from .schedule import (
     POLICIES,
+    SEARCHES,
     Scheduler,
     TaskState,
     ident,
@@ -44,6 +45,7 @@ class NetOptions(tune.Options):
     `time_limit_s` count over all tasks (built-ins included), and net's own fields."""
 
     policy: str = "gradient"
+    search: str = "model"  # what a task tries next of its own points (schedule.SEARCHES)
     transfer: bool = True
     spaces: str = "net_spaces"  # the config whose [[space]]s and [run] timing the tasks use
     best_db: str | Path | None = None  # None: the default best-config database
@@ -74,6 +76,8 @@ def check(opts: NetOptions) -> None:
         raise UserError("cltune net needs a budget: --budget N (settings in total) or --time-limit S")
     if opts.policy not in POLICIES:
         raise UserError(f"unknown scheduling policy {opts.policy!r}; known: {', '.join(POLICIES)}")
+    if opts.search not in SEARCHES:
+        raise UserError(f"unknown task search {opts.search!r}; known: {', '.join(SEARCHES)}")
 
 
 def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
@@ -146,10 +150,11 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     seed = cfg.seed
     with ExitStack() as stack:
         sessions = open_sessions(stack, net, tasks, run_dir, cfg, backend, bool(opts.resume))
-        states = [task_state(task, i, cfg.spaces, info, seed) for i, task in enumerate(tasks)]
+        states = [task_state(task, i, cfg.spaces, info, seed, opts.search) for i, task in enumerate(tasks)]
         n_builtin = sum(len(s.builtins) for s in states)
         echo(f"{net.name}: {len(net.layers)} conv layers, {len(tasks)} tasks; {n_builtin} built-in settings "
-             f"first, then {opts.policy}{' with transfer' if opts.transfer else ''} within "
+             f"first, then {opts.policy}{' with transfer' if opts.transfer else ''} (each task's own points by "
+             f"{opts.search}) within "
              f"{Budget(opts.budget, opts.time_limit_s).describe()} in total; run folder {run_dir}")
         strategy = {"builtin": "builtin", "transfer": "transfer", "search": opts.policy}
 
@@ -173,7 +178,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     return NetResult(run_dir, tasks, states, summary, measured=measured)
 
 
-def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
+def task_state(task, index: int, spaces, device, seed: int, search: str = "model") -> TaskState:
     """A task's scheduler state: its built-ins, its own seeded order of the spaces' points, its
     local steps (one knob away from its best), and transfer allowed for any setting whose family
     accepts it on the device."""
@@ -185,7 +190,7 @@ def task_state(task, index: int, spaces, device, seed: int) -> TaskState:
         return cache[setting.key]
 
     return TaskState(task, builtins(p, device), own_order(space_settings(p, spaces, device), seed, index),
-                     neighbours=near, allows=lambda setting: accepts(setting, p, device))
+                     neighbours=near, allows=lambda setting: accepts(setting, p, device), search=search, seed=seed)
 
 
 def summarize(states: list[TaskState], info) -> pd.DataFrame:

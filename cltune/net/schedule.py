@@ -30,6 +30,9 @@ WINDOW = 3  # trials over which the backward improvement is measured
 TRANSFER_SOURCES = 3  # nearest tuned tasks a task's search starts from
 TRANSFER_PER_SOURCE = 2  # best settings taken from each
 POLICIES = ("gradient", "round-robin")
+# What a task tries next of its own points: `model` (the model strategy's GP, asked one point at a
+# time once enough are measured) or `local` (one knob from the best so far, else the seeded order).
+SEARCHES = ("model", "local")
 
 
 @lru_cache(maxsize=None)
@@ -57,11 +60,31 @@ class TaskState:
     neighbours: Callable[[Setting], list] = lambda setting: []
     # Whether this task may run a setting another task found (transfer); default: a point of its own.
     allows: Callable[[Setting], bool] | None = None
+    search: str = "local"  # one of SEARCHES
+    seed: int = 0  # the model's own random draws
 
     def __post_init__(self):
         self.valid = {ident(s) for s in self.order} | {ident(s) for s in self.builtins}
         if self.allows is None:
             self.allows = lambda setting: ident(setting) in self.valid
+        self._proposed = (-1, None)  # (trials when proposed, proposal)
+        if self.search == "model":
+            self._model_start()
+
+    def _model_start(self) -> None:
+        """The model's pool: its own points and built-ins in one Encoding over every knob of every
+        family they hold (the family one knob more), resolved as ident() resolves them."""
+        import json
+
+        from ..search import surrogate as sg
+
+        pool = {ident(s): s for s in self.builtins + self.order}
+        self._pool = list(pool.values())
+        self._at = {k: i for i, k in enumerate(pool)}
+        points = [{"family": s.family, **json.loads(k.split(":", 1)[1])} for k, s in pool.items()]
+        self._enc = sg.mixed_encoding(points)
+        self._own = [self._at[ident(s)] for s in self.order]
+        self._proposer = sg.Proposer(self._enc, random.Random(f"model:{self.seed}:{self.task.name}"))
 
     @property
     def best(self) -> float | None:
@@ -89,8 +112,14 @@ class TaskState:
         return [] if best is None else [n for n in self.neighbours(best) if ident(n) not in self.tried]
 
     def next_own(self) -> tuple[Setting, list] | None:
-        """An untried neighbour of the best setting so far (a local step), else the next point of
-        its own seeded order (a random one); with the settings likely to follow."""
+        """The model's proposal (search "model", once it has enough points), else an untried
+        neighbour of the best setting so far (a local step), else the next point of its own
+        seeded order (a random one); with the settings likely to follow."""
+        if self.search == "model":
+            if self._proposed[0] != len(self.history):  # the scheduler asks every task each trial
+                self._proposed = (len(self.history), self._model_next())
+            if self._proposed[1] is not None:
+                return self._proposed[1]
         near = self.local_steps()
         if near:
             return near[0], near[1:4]
@@ -99,6 +128,14 @@ class TaskState:
         if self.cursor >= len(self.order):
             return None
         return self.order[self.cursor], self.order[self.cursor + 1:self.cursor + 5]
+
+    def _model_next(self) -> tuple[Setting, list] | None:
+        cost = {self._at[k]: c for k, c in self.tried.items() if k in self._at}
+        left = [i for i in self._own if i not in cost]
+        pick = self._proposer.propose(self._enc, cost, left) if left else None
+        if not pick:
+            return None
+        return self._pool[pick[0]], [self._pool[i] for i in left[:5] if i != pick[0]][:4]
 
 
 def distance(a, b) -> float | None:

@@ -160,9 +160,6 @@ def tpe(search: Search) -> None:
     _in_order(search, order)
 
 
-MODEL_INIT = 10  # random points before the model proposes
-MODEL_REFIT = 8  # observations between refits of the model's knob weights
-MODEL_POOL = 4096  # candidates the model scores at a time: of a larger listed space, a fresh draw
 LOCAL_START = 5  # random points before the first descent
 DRAWN_POOL = 200  # points drawn from a space too large to list: the points a learning strategy knows
 
@@ -203,20 +200,12 @@ def model(search: Search) -> None:
 
     rng = _random.Random(search.seed)
     drawn, cost, left = _start(search, rng, LOCAL_START)
-    weights, fitted_at, step = sg.initial_weights(drawn.enc), -1, 0
+    proposer = sg.Proposer(drawn.enc, rng)
     while left:
-        ok = [i for i, c in cost.items() if c is not None]
         width = max(search.batch, 1)
-        if len(ok) < 2 or len(cost) < MODEL_INIT or drawn.enc.dims == 0:
-            pick = left[:max(width, min(MODEL_INIT - len(cost), PREFETCH + 1))]
-        else:
-            step += 1
-            bad = [i for i, c in cost.items() if c is None]
-            y = sg.standardized_log([cost[i] for i in ok])
-            if fitted_at < 0 or len(cost) - fitted_at >= MODEL_REFIT:
-                weights, fitted_at = sg.refit(drawn.enc, ok, bad, y, weights), len(cost)
-            near = [k for k in drawn.enc.neighbours(ok[int(y.argmin())]) if k not in cost] if step % 2 == 0 else []
-            pick = sg.propose(drawn.enc, ok, bad, y, weights, near, left, rng, MODEL_POOL, width)
+        pick = proposer.propose(drawn.enc, cost, left, width)
+        if pick is None:  # too few measured: the seeded random order
+            pick = left[:max(width, min(sg.MODEL_INIT - len(cost), PREFETCH + 1))]
         chosen = set(pick)
         left = [i for i in left if i not in chosen]
         _measure(search, drawn.settings, pick, cost)

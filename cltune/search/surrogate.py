@@ -200,3 +200,43 @@ def propose(enc, ok, bad, y, weights, near, left, rng, limit, width) -> list[int
         score = np.where(fail < 0.5, score * (1.0 - fail), -1.0 + (1.0 - fail))
         return [cand[int(k)] for k in np.argsort(-score, kind="stable")[:width]]
     return []
+
+
+MODEL_INIT = 10  # points measured (any way) before the model proposes
+MODEL_REFIT = 8  # observations between refits of the knob weights
+MODEL_POOL = 4096  # candidates scored at a time: of more, a fresh random draw
+
+
+class Proposer:
+    """The `model` strategy's decisions, for a caller that owns the loop (the strategy, or a
+    network task pulling one point at a time): told the costs so far (index into the Encoding ->
+    cost, None: failed) and the unmeasured indices, it proposes the next `width`, or None while
+    too few are measured for a model (the caller takes its own next points). Every other proposal
+    is among the best point's one-knob neighbours."""
+
+    def __init__(self, enc: Encoding, rng):
+        self.rng, self.weights, self.fitted_at, self.step = rng, initial_weights(enc), -1, 0
+
+    def propose(self, enc: Encoding, cost: dict, left: list, width: int = 1) -> list | None:
+        ok = [i for i, c in cost.items() if c is not None]
+        if len(ok) < 2 or len(cost) < MODEL_INIT or enc.dims == 0:
+            return None
+        self.step += 1
+        bad = [i for i, c in cost.items() if c is None]
+        y = standardized_log([cost[i] for i in ok])
+        if self.fitted_at < 0 or len(cost) - self.fitted_at >= MODEL_REFIT:
+            self.weights, self.fitted_at = refit(enc, ok, bad, y, self.weights), len(cost)
+        near = [k for k in enc.neighbours(ok[int(y.argmin())]) if k not in cost] if self.step % 2 == 0 else []
+        return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width)
+
+
+def mixed_encoding(points: list[dict]) -> Encoding:
+    """An Encoding of points from several spaces or families, value lists read off the points
+    themselves (numbers ascending; a knob a point lacks gets a value of its own)."""
+    names = sorted({n for p in points for n in p})
+    full = [{n: _hashable(p.get(n, MISSING)) for n in names} for p in points]
+    order = lambda v: (0, v, "") if isinstance(v, (int, float)) else (1, 0, repr(v))  # noqa: E731
+    return Encoding([(n, sorted({p[n] for p in full}, key=order)) for n in names], full)
+
+
+MISSING = "<missing>"
