@@ -57,7 +57,7 @@ def main(argv=None):
     rep.add_argument("--all", action="store_true", help="also gradient without transfer, round-robin with it")
     rep.add_argument("--detail", action="store_true", help="each task's trials and best at the largest budget")
     rep.add_argument("--out", default=None, help="write every (policy, seed, budget) row as CSV")
-    rep.add_argument("--search", default="model",
+    rep.add_argument("--search", default="model",  # cltune.net.schedule.DEFAULT_SEARCH
                      help="what a task tries next of its own points: model, local, or both (model,local)")
     live = sub.add_parser("live", help="measure as it goes, both policies sharing measurements")
     live.add_argument("--network", default="resnet18")

@@ -295,6 +295,6 @@ def test_a_task_searching_by_the_model_proposes_untried_points_of_its_own_and_fi
         order = netrun.own_order(points[1:], seed, 0)
         st = TaskState(task, points[:1], order, search="model", seed=seed)
         Scheduler([st], cost, Budget(settings=20), "round-robin", transfer=False, seed=seed).run()
-        assert len(st.tried) == 20 and {ident for ident in st.tried} <= st.valid
+        assert len(st.tried) == 20 and set(st.tried) <= st.valid
         found.append(st.best)
     assert any(p for p in asked) and found == [1] * 5

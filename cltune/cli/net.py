@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..net.schedule import POLICIES, SEARCHES
+from ..net.schedule import DEFAULT_SEARCH, POLICIES, SEARCHES
 from .base import device_option, main, seed_option, time_limit_option, timeout_option
 from .table import interrupts, kept_in_folder
 
@@ -17,7 +17,7 @@ from .table import interrupts, kept_in_folder
 @time_limit_option("Seconds of tuning in total (the built-ins are always measured).")
 @click.option("--policy", type=click.Choice(list(POLICIES)), default="gradient", show_default=True,
               help="Which task gets the next trials.")
-@click.option("--search", type=click.Choice(list(SEARCHES)), default="model", show_default=True,
+@click.option("--search", type=click.Choice(list(SEARCHES)), default=DEFAULT_SEARCH, show_default=True,
               help="What a task tries next of its own points: the model strategy's proposal, or one knob "
                    "away from its best (else its seeded order).")
 @click.option("--no-transfer", is_flag=True, help="Do not start a task's search from similar tasks' best settings.")

@@ -25,7 +25,7 @@ from ..results import rows as results
 from ..results import schema
 from ..search.sweep import Budget
 from .nearest import problem_from_key
-from .schedule import Scheduler, TaskState, ident, network_ms, own_order
+from .schedule import DEFAULT_SEARCH, Scheduler, TaskState, ident, network_ms, own_order
 from .tasks import Task
 
 
@@ -111,7 +111,7 @@ def one_knob(rec: Recorded, seed: int):
     return near
 
 
-def replay_states(table: list[Recorded], seed: int, search: str = "model") -> list[TaskState]:
+def replay_states(table: list[Recorded], seed: int, search: str = DEFAULT_SEARCH) -> list[TaskState]:
     out = []
     for i, rec in enumerate(table):
         order = own_order([rec.settings[k] for k in rec.points], seed, i)
@@ -145,7 +145,7 @@ class Trace:
         return min(ok, default=math.nan)
 
 
-def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed: int, search: str = "model",
+def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed: int, search: str = DEFAULT_SEARCH,
            **knobs) -> Trace:
     """Run one policy over the table within `budget` settings in total (built-ins included), each
     task searching its own points by `search`."""

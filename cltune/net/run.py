@@ -26,6 +26,7 @@ from ..search import tune
 from ..search.session import session
 from ..search.sweep import Budget
 from .schedule import (
+    DEFAULT_SEARCH,
     POLICIES,
     SEARCHES,
     Scheduler,
@@ -45,7 +46,7 @@ class NetOptions(tune.Options):
     `time_limit_s` count over all tasks (built-ins included), and net's own fields."""
 
     policy: str = "gradient"
-    search: str = "model"  # what a task tries next of its own points (schedule.SEARCHES)
+    search: str = DEFAULT_SEARCH  # what a task tries next of its own points (schedule.SEARCHES)
     transfer: bool = True
     spaces: str = "net_spaces"  # the config whose [[space]]s and [run] timing the tasks use
     best_db: str | Path | None = None  # None: the default best-config database
@@ -178,7 +179,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     return NetResult(run_dir, tasks, states, summary, measured=measured)
 
 
-def task_state(task, index: int, spaces, device, seed: int, search: str = "model") -> TaskState:
+def task_state(task, index: int, spaces, device, seed: int, search: str = DEFAULT_SEARCH) -> TaskState:
     """A task's scheduler state: its built-ins, its own seeded order of the spaces' points, its
     local steps (one knob away from its best), and transfer allowed for any setting whose family
     accepts it on the device."""

@@ -33,6 +33,15 @@ POLICIES = ("gradient", "round-robin")
 # What a task tries next of its own points: `model` (the model strategy's GP, asked one point at a
 # time once enough are measured) or `local` (one knob from the best so far, else the seeded order).
 SEARCHES = ("model", "local")
+DEFAULT_SEARCH = "model"  # `cltune net`'s and the replays' (it won the single-kernel replays)
+
+
+@lru_cache(maxsize=None)
+def resolved(setting: Setting) -> dict:
+    """Every knob's value, defaults filled in (the caller copies before changing it)."""
+    from ..workloads import get_family
+
+    return get_family(setting.family).resolve(setting.values)
 
 
 @lru_cache(maxsize=None)
@@ -41,9 +50,7 @@ def ident(setting: Setting) -> str:
     (a space point that lists a knob at its default and a built-in that leaves it out are one)."""
     import json
 
-    from ..workloads import get_family
-
-    return setting.family + ":" + json.dumps(get_family(setting.family).resolve(setting.values), sort_keys=True)
+    return setting.family + ":" + json.dumps(resolved(setting), sort_keys=True)
 
 
 @dataclass
@@ -73,16 +80,13 @@ class TaskState:
 
     def _model_start(self) -> None:
         """The model's pool: its own points and built-ins in one Encoding over every knob of every
-        family they hold (the family one knob more), resolved as ident() resolves them."""
-        import json
-
+        family they hold (the family one knob more), defaults filled in as ident() fills them."""
         from ..search import surrogate as sg
 
         pool = {ident(s): s for s in self.builtins + self.order}
         self._pool = list(pool.values())
         self._at = {k: i for i, k in enumerate(pool)}
-        points = [{"family": s.family, **json.loads(k.split(":", 1)[1])} for k, s in pool.items()]
-        self._enc = sg.mixed_encoding(points)
+        self._enc = sg.mixed_encoding([{"family": s.family, **resolved(s)} for s in self._pool])
         self._own = [self._at[ident(s)] for s in self.order]
         self._proposer = sg.Proposer(self._enc, random.Random(f"model:{self.seed}:{self.task.name}"))
 
@@ -260,10 +264,8 @@ def neighbours(setting: Setting, spaces, problem, device, seed: int = 0) -> list
     """The settings one knob away: each knob that a space of the setting's family lists, set to each
     of its other values; those the space's constraints, the family or the device refuse are left
     out. Seeded order, so the local search does not always turn the same knob first."""
-    from ..workloads import get_family
-
     out, seen = [], {ident(setting)}
-    full = get_family(setting.family).resolve(setting.values)  # constraints may name a defaulted knob
+    full = resolved(setting)  # constraints may name a defaulted knob
     for space in spaces:
         if space.family != setting.family:
             continue
