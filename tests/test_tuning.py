@@ -114,6 +114,24 @@ def test_time_limit_stops_the_search():
     assert len(backend.measured) == 4
 
 
+def test_exhaustive_takes_every_point_in_a_seeded_order_not_the_listing():
+    # Bug guarded: the listing measured in order, which puts a space's fastest points (the last
+    # values of its first knobs) last, so a good incumbent came at the end and slow points did
+    # not stop after their first look (kt_compare: the first near-best point was the 41st of 48).
+    cfg = make_config(strategy="exhaustive")
+    listed = [s.key for s in cfg.spaces[0].valid_settings(cfg.problem, FAKE_INFO)]
+
+    def order(seed):
+        backend = FakeBackend()
+        sweep = Sweep(lambda s, up: backend.measure(cfg.problem, s, cfg.timing),
+                      lambda s: s.key, lambda m, phase: _outcome(m))
+        sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(), seed)
+        return [s.key for s in backend.measured]
+
+    assert sorted(order(0)) == sorted(listed) and len(order(0)) == len(listed)
+    assert order(0) == order(0) and order(0) != order(1) and order(0) != listed
+
+
 def _outcome(m):
     from cltune.search.sweep import Outcome
 

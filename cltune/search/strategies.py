@@ -91,8 +91,15 @@ def _drawn(search: Search, rng: _random.Random, give_up: int = 10_000):
 
 @register("exhaustive")
 def exhaustive(search: Search) -> None:
-    """Every valid setting, in the space's fixed order."""
-    _in_order(search, search.space.iter_valid(search.problem, search.device))
+    """Every valid setting, in a seeded random order (a space too large to list: in its own
+    order). A space's listing groups its fastest points (the last values of its first knobs last
+    on kt_compare: the first within 1.2x of the best was the 41st of 48), and under adaptive
+    repeats a point stops after its first look only when it is clearly slower than the best so
+    far: in the listed order, 40 points 1.5x or more slower than the best took 3.6 launches each."""
+    if not search.space.countable:
+        _in_order(search, search.space.iter_valid(search.problem, search.device))
+        return
+    _in_order(search, _shuffled(search))
 
 
 @register("random")
@@ -102,9 +109,14 @@ def random_search(search: Search) -> None:
     if not search.space.countable:
         _in_order(search, _drawn(search, _random.Random(search.seed)), DRAWN_AHEAD)
         return
+    _in_order(search, _shuffled(search))
+
+
+def _shuffled(search: Search) -> list:
+    """The valid settings in the search's seeded random order."""
     order = search.valid_settings()
     _random.Random(search.seed).shuffle(order)
-    _in_order(search, order)
+    return order
 
 
 @register("tpe")
