@@ -225,7 +225,8 @@ def test_random_corruption_yields_the_intact_rows_or_one_line_and_resume_loses_n
 def test_retry_failed_measures_the_failed_rows_again_and_the_new_row_counts(tmp_path):
     # --resume used to skip failed rows forever.
     cfg = make_config(budget=5, strategy="exhaustive")
-    order = cfg.spaces[0].valid_settings(cfg.problem, FAKE_INFO)
+    probe = sweep(cfg, tmp_path / "probe.csv", out=tmp_path / "probe.csv")
+    order = probe.measured[1:]  # the space's points in the search's order, after the `normal` setting
     path = tmp_path / "r.csv"
     sweep(cfg, path, FakeBackend(fail={order[1].params_json: Status.ERROR}), out=path)
     assert list(results.load(path)["status"]).count("error") == 1
