@@ -128,8 +128,9 @@ def test_exhaustive_takes_every_point_in_a_seeded_order_not_the_listing():
         sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(), seed)
         return [s.key for s in backend.measured]
 
-    assert sorted(order(0)) == sorted(listed) and len(order(0)) == len(listed)
-    assert order(0) == order(0) and order(0) != order(1) and order(0) != listed
+    first = order(0)
+    assert sorted(first) == sorted(listed) and len(first) == len(listed)
+    assert order(0) == first and order(1) != first and first != listed
 
 
 def _outcome(m):

@@ -92,10 +92,9 @@ def _drawn(search: Search, rng: _random.Random, give_up: int = 10_000):
 @register("exhaustive")
 def exhaustive(search: Search) -> None:
     """Every valid setting, in a seeded random order (a space too large to list: in its own
-    order). A space's listing groups its fastest points (the last values of its first knobs last
-    on kt_compare: the first within 1.2x of the best was the 41st of 48), and under adaptive
-    repeats a point stops after its first look only when it is clearly slower than the best so
-    far: in the listed order, 40 points 1.5x or more slower than the best took 3.6 launches each."""
+    order). A listing groups the fastest points, often last, and under adaptive repeats a point
+    stops after its first look only when it is clearly slower than the best so far: a good best
+    found early saves launches (docs/tuning.md, `exhaustive`)."""
     if not search.space.countable:
         _in_order(search, search.space.iter_valid(search.problem, search.device))
         return
