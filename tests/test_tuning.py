@@ -195,12 +195,31 @@ def test_rerank_measures_the_top_and_the_baseline_interleaved(tmp_path):
     assert res.ranking[0]["run_ms_min"] == min(fake_cost(s.values) for s in backend.measured)
 
 
+def test_rerank_takes_the_points_close_behind_the_fastest_up_to_rerank_max(tmp_path):
+    from dataclasses import replace
+
+    cfg = make_config(strategy="exhaustive", rerank=2, rerank_repeat=3, settings=False)
+    assert (cfg.rerank_within, cfg.rerank_max) == (config.RERANK_WITHIN, config.RERANK_MAX)
+    runs = {}
+    for within, most in ((1.0, 8), (1.3, 8), (1.3, 3), (100.0, 5)):
+        out = tmp_path / f"w{within}_{most}"
+        out.mkdir()
+        backend, _ = run_fake(replace(cfg, rerank_within=within, rerank_max=most), out)
+        costs = sorted({s.key: fake_cost(s.values) for s in backend.measured}.values())
+        runs[within, most] = sorted(fake_cost(s.values) for s in backend.interleaved[0])
+    close = [c for c in costs if c <= 1.3 * costs[0]]
+    assert runs[1.0, 8] == costs[:2]  # none close enough beyond the two fastest
+    assert len(close) > 3 and runs[1.3, 8] == close[:8]  # every point within 1.3x, at most 8
+    assert runs[1.3, 3] == costs[:3]
+    assert runs[100.0, 5] == costs[:5]
+
+
 def test_rerank_per_family_takes_the_best_of_every_family(tmp_path):
     from dataclasses import replace
 
     from cltune.bench.suite import best_per_family
 
-    cfg = make_config(strategy="exhaustive", rerank=2, rerank_repeat=3, settings=False)
+    cfg = make_config(strategy="exhaustive", rerank=2, rerank_repeat=3, rerank_within=1, settings=False)
     direct = config.parse({"name": "d", "problem": {"input": [1, 4, 8, 8], "weight": [4, 4, 3, 3], "padding": 1},
                            "space": [{"family": "direct", "params": {"VEC": [4], "BLOCK_W": [1, 2]}}]}, "d.toml")
     cfg = replace(cfg, spaces=cfg.spaces + direct.spaces)

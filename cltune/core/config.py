@@ -35,7 +35,7 @@ SEARCH_STRATEGY = "model"
 RUN_KEYS = {"warmup", "repeat", "min_time_ms", "max_repeat", "noisy_cv", "rtol", "atol", "seed",
             "baseline", "strategy", "budget", "time_limit_s", "rerank", "rerank_repeat", "timeout_s",
             "warmup_ms", "adaptive", "top_repeat", "precision", "second_window_s", "windows",
-            "settle_across_windows"}
+            "settle_across_windows", "first_look", "rerank_within", "rerank_max"}
 # Warm-up by kernel time as well as by count (see Timing), off by default: the verification launch
 # warms a setting up, the device's first DEVICE_WARMUP_MS in a process warm the device up, and the
 # ranking takes each point's fastest launch. On PoCL 3.1 (2 cores), 5 warm sweeps of kt_compare each
@@ -56,6 +56,18 @@ WINDOWS = 10
 # An adaptive point settles when its fastest launch is matched within `precision` by another launch;
 # with this on, only by a launch of another window (see Timing.settled).
 SETTLE_ACROSS_WINDOWS = False
+# A point clearly slower than the incumbent stops after this many launches (one per window). On the
+# busy Intel VM, kt_compare's 48 points launched in 14 passes of 6 back to back: the fastest of a
+# point's first launch in 3 passes ranked the space at Spearman 0.812 (median) against the other 7
+# passes' fastest, of 2 passes at 0.749, Kernel Tuner's mean of 5 back to back at 0.782. Ranking
+# the slow points is most of a space's Spearman: 40 of kt_compare's 48 stop early.
+FIRST_LOOK = 3
+# The final re-ranking takes the `rerank` fastest and every other point within RERANK_WITHIN of the
+# fastest, at most RERANK_MAX in all. On the busy Intel VM the reference's five fastest points of
+# kt_compare lay within 1.03-1.08x of each other while a sweep's times of its top points were off by
+# 5-10%: the true best was often 4th-7th in the sweep, out of a top 3's reach.
+RERANK_WITHIN = 1.1
+RERANK_MAX = 8
 SEED_MAX = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 
 
@@ -77,6 +89,8 @@ class Config:
     time_limit_s: float | None = None  # seconds per space
     rerank: int = 3  # the top settings re-measured interleaved at the end
     rerank_repeat: int = 10
+    rerank_within: float = RERANK_WITHIN  # ... and every other within this factor of the fastest
+    rerank_max: int = RERANK_MAX  # ... up to this many in all (per family with rerank_per_family)
     rerank_per_family: bool = False  # the top `rerank` of each family (`cltune bench`), not overall
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
@@ -184,6 +198,9 @@ def parse(data: dict, path: str = "<config>") -> Config:
         time_limit_s=c.get(run, "time_limit_s", (int, float), "run.", None, positive, "a finite number > 0"),
         rerank=c.get(run, "rerank", int, "run.", 3, nonneg, "an int >= 0"),
         rerank_repeat=c.get(run, "rerank_repeat", int, "run.", 10, pos_int, "an int >= 1"),
+        rerank_within=float(c.get(run, "rerank_within", (int, float), "run.", RERANK_WITHIN,
+                                  finite(lambda v: v >= 1), "a finite number >= 1")),
+        rerank_max=c.get(run, "rerank_max", int, "run.", RERANK_MAX, pos_int, "an int >= 1"),
         timeout_s=c.get(run, "timeout_s", (int, float), "run.", None, positive, "a finite number > 0"),
     )
     return Config(name, path, problem, tuple(settings), timing, rtol, atol, seed, baseline, description,
@@ -211,6 +228,7 @@ def run_timing(c: Checker, run: dict) -> Timing:
         windows=c.get(run, "windows", int, "run.", WINDOWS, lambda v: v >= 2, "an int >= 2"),
         settle_windows=c.get(run, "settle_across_windows", bool, "run.", SETTLE_ACROSS_WINDOWS,
                              expected="true or false"),
+        first_look=c.get(run, "first_look", int, "run.", FIRST_LOOK, pos_int, "an int >= 1"),
     )
     timing = replace(timing, top_repeat=c.get(run, "top_repeat", int, "run.", 2 * timing.repeat, pos_int,
                                               "an int >= 1"))

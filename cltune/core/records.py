@@ -76,12 +76,12 @@ class Timing:
     Fixed count (`adaptive` off, as with `--repeat`): at least `repeat` timed launches and
     `min_time_ms` of timed kernel time, up to `max_repeat`.
 
-    Adaptive (the default; `incumbent_ms` is the sweep's best time so far): a point gets
-    `first_look` launches, then
-    - stops there when its fastest launch is above `stop_margin` x the incumbent (clearly slower;
-      `stopped_early` says so);
-    - stops as soon as it is settled: a second launch within `precision` of its fastest, so the
-      minimum it reports (schema.TIME) is one the machine gave twice, not a lucky outlier;
+    Adaptive (the default; `incumbent_ms` is the sweep's best time so far):
+    - a point stops after `first_look` launches when its fastest is above `stop_margin` x the
+      incumbent (clearly slower; `stopped_early` says so);
+    - it stops as soon as it is settled (two launches at least): a second launch within `precision`
+      of its fastest, so the minimum it reports (schema.TIME) is one the machine gave twice, not a
+      lucky outlier;
     - otherwise goes on, up to the fixed count, or `top_repeat` when its fastest launch is within
       `top_margin` of the incumbent: the launches that settled points save go to unsettled ones,
       most to those near the top.
@@ -105,7 +105,7 @@ class Timing:
     adaptive: bool = False
     incumbent_ms: float | None = None
     stop_margin: float = 1.5
-    first_look: int = 2
+    first_look: int = 3  # config: FIRST_LOOK
     top_margin: float = 1.15
     top_repeat: int = 10
     precision: float = 0.01
@@ -121,12 +121,12 @@ class Timing:
                 and len(runs) < self.repeat and min(runs) > self.stop_margin * self.incumbent_ms)
 
     def settled(self, runs: list[float], wins: list | None = None) -> bool:
-        """Whether an adaptive point's time is known well enough: after at least `first_look`
-        launches, its two fastest within `precision` of each other. With `settle_windows` and the
+        """Whether an adaptive point's time is known well enough: its two fastest launches within
+        `precision` of each other. With `settle_windows` and the
         window of each launch (`wins`), the fastest must be matched by a launch of another window:
         two launches of one window can agree within 1% while a busy host slows both (seconds long
         slow phases, windows a second apart)."""
-        if not self.adaptive or len(runs) < max(self.first_look, 2):
+        if not self.adaptive or len(runs) < 2:
             return False
         order = sorted(range(len(runs)), key=runs.__getitem__)
         fastest = runs[order[0]]
@@ -153,11 +153,12 @@ class Timing:
     def queue_more(self, runs: list[float], queued: int, wins: list | None = None) -> bool:
         """Whether to enqueue another timed launch now, `queued` being in flight: only one the point
         is sure to get, so none is wasted. A fixed count is known from the start; an adaptive point
-        is sure of its first look, then of one launch at a time, each of which may settle it (the
-        device idles for the host's decision, which leaves the kernels' run times unchanged)."""
+        is sure of the launches before the first that may stop it (the second, which may settle it,
+        or the `first_look`-th, which may stop it early), then of one launch at a time (the device
+        idles for the host's decision, which leaves the kernels' run times unchanged)."""
         certain = self.wanted(runs, wins)
         if self.adaptive:
-            certain = min(certain, max(self.first_look, len(runs) + 1))
+            certain = min(certain, max(min(self.first_look, 2), len(runs) + 1))
         return len(runs) + queued < certain
 
     def second_window(self, first: tuple, rounds: tuple) -> tuple:

@@ -147,11 +147,13 @@ class Steps:
             self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:
-        """The best few and the baseline measured again, interleaved, so their ranking and speedup
-        are side by side; a finished sweep resumed measures nothing again."""
+        """The best few (the `rerank` fastest and those close behind them, config.RERANK_WITHIN) and
+        the baseline measured again, interleaved, so their ranking and speedup are side by side; a
+        finished sweep resumed measures nothing again."""
         cfg, rec = self.cfg, self.rec
         res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
-        top = self.sweep.top(cfg.rerank, per_family=cfg.rerank_per_family)
+        top = self.sweep.top(cfg.rerank, cfg.rerank_per_family, cfg.rerank_within,
+                             cfg.rerank_max) if cfg.rerank else []
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
         rec.strategy = "rerank"

@@ -209,17 +209,19 @@ class Sweep:
             done.append(outcome)
         return done
 
-    def top(self, k: int, per_family: bool = False) -> list[Outcome]:
-        """The k fastest ok settings of this run (resumed ones it met count too), fastest first;
-        per_family: the k fastest of each family."""
+    def top(self, k: int, per_family: bool = False, within: float = 1.0, most: int = 0) -> list[Outcome]:
+        """The k fastest ok settings of this run (resumed ones it met count too), fastest first, and
+        after them every other within `within` x the fastest, up to `most` in all; per_family: so
+        for each family."""
         ok = sorted((o for o in self.outcomes.values() if timed(o.status) and o.cost is not None),
                     key=lambda o: o.cost)
-        if not per_family:
-            return ok[:k]
         seen: Counter = Counter()
+        fastest: dict = {}
         out = []
         for o in ok:
-            seen[o.setting.family] += 1
-            if seen[o.setting.family] <= k:
+            group = o.setting.family if per_family else None
+            fastest.setdefault(group, o.cost)
+            seen[group] += 1
+            if seen[group] <= k or (seen[group] <= most and o.cost <= within * fastest[group]):
                 out.append(o)
         return out
