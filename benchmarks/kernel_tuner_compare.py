@@ -23,7 +23,7 @@ as a user's sweep ends; 0 leaves one pass, as Kernel Tuner makes).
 Part 2, configs/bench_repeat.toml (a direct-family space with a wide spread): cltune's adaptive
 repeats (the default) against a fixed `--repeat 5`, warm, alternating: wall (the process's, and the
 measuring time inside it), and best point, and both against the space's reference ranking.
-`--keep DIR` keeps every run's CSV and kernel caches.
+`--keep DIR` keeps every run's CSV and kernel caches, and part 1's reference (reference.json).
 
 First, on PoCL, the host's own noise: benchmarks/pocl_affinity.py's short kernel launched one at a
 time in a fresh process (PoCL's threads pinned, as cltune runs them), and the share of its launches
@@ -369,8 +369,11 @@ def main() -> None:
             done = part1(info.index, args.runs, args.iterations, tmp, args.config, ref, args.passes, args.rerank)
             report1(done)
             if ref is not None:
-                against_reference(done, ref.times(lambda st: point(st.values)),
+                reference = ref.times(lambda st: point(st.values))
+                against_reference(done, reference,
                                   f"{ref.passes} passes of every point, {ref.seconds:.0f} s, spread between the runs")
+                if args.keep:  # the reference beside the runs' files, to score them again later
+                    (tmp / "reference.json").write_text(json.dumps([[list(k), v] for k, v in reference.items()]))
         if not args.no_adaptive_part:
             print(f"part 2: {config.load(args.repeat_config).path}, adaptive repeats (default) vs a fixed --repeat")
             part2(info.index, tmp, args.repeat_config, args.passes)

@@ -214,6 +214,14 @@ def test_rerank_takes_the_points_close_behind_the_fastest_up_to_rerank_max(tmp_p
     assert runs[100.0, 5] == costs[:5]
 
 
+def test_a_wider_rerank_shares_out_the_same_rounds():
+    from cltune.search.session import rerank_rounds
+
+    assert rerank_rounds(10, 3, 3) == rerank_rounds(10, 3, 2) == 10  # the top 3 alone: each its rounds
+    assert rerank_rounds(10, 3, 8) == 4  # 30 rounds over 8 points, rounded up
+    assert rerank_rounds(10, 3, 20) == 3 and rerank_rounds(2, 3, 8) == 2  # at least 3, never more than asked
+
+
 def test_rerank_per_family_takes_the_best_of_every_family(tmp_path):
     from dataclasses import replace
 

@@ -56,12 +56,13 @@ WINDOWS = 10
 # An adaptive point settles when its fastest launch is matched within `precision` by another launch;
 # with this on, only by a launch of another window (see Timing.settled).
 SETTLE_ACROSS_WINDOWS = False
-# A point clearly slower than the incumbent stops after this many launches (one per window). On the
+# A point clearly slower than the incumbent stops after this many launches (one a window). On the
 # busy Intel VM, kt_compare's 48 points launched in 14 passes of 6 back to back: the fastest of a
-# point's first launch in 3 passes ranked the space at Spearman 0.812 (median) against the other 7
-# passes' fastest, of 2 passes at 0.749, Kernel Tuner's mean of 5 back to back at 0.782. Ranking
-# the slow points is most of a space's Spearman: 40 of kt_compare's 48 stop early.
-FIRST_LOOK = 3
+# point's first launch in 3 passes ranked the space at Spearman 0.812 (median of 5) against the
+# other 7 passes' fastest, of 2 passes at 0.749, Kernel Tuner's mean of 5 back to back at 0.782,
+# with ranges of 0.69-0.90 for each. 3 in kt_compare cost 25-35 more timed launches (162-167 a
+# sweep), and its warm wall 0.57x Kernel Tuner's, over the 0.5x bar; so 2.
+FIRST_LOOK = 2
 # The final re-ranking takes the `rerank` fastest and every other point within RERANK_WITHIN of the
 # fastest, at most RERANK_MAX in all. On the busy Intel VM the reference's five fastest points of
 # kt_compare lay within 1.03-1.08x of each other while a sweep's times of its top points were off by

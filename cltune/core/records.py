@@ -105,7 +105,7 @@ class Timing:
     adaptive: bool = False
     incumbent_ms: float | None = None
     stop_margin: float = 1.5
-    first_look: int = 3  # config: FIRST_LOOK
+    first_look: int = 2  # config: FIRST_LOOK
     top_margin: float = 1.15
     top_repeat: int = 10
     precision: float = 0.01

@@ -154,6 +154,7 @@ class Steps:
         res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
         top = self.sweep.top(cfg.rerank, cfg.rerank_per_family, cfg.rerank_within,
                              cfg.rerank_max) if cfg.rerank else []
+        rounds = rerank_rounds(cfg.rerank_repeat, len(self.sweep.top(cfg.rerank, cfg.rerank_per_family)), len(top))
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
         rec.strategy = "rerank"
@@ -163,7 +164,7 @@ class Steps:
         whole = bool(held) and all(rec.prepare(o.setting)["key"] in held for o in top)
         nothing_new = whole and not rec.rows
         if len(top) >= 2 and not nothing_new:
-            timing = Timing(warmup=1, repeat=cfg.rerank_repeat, noisy_cv=cfg.timing.noisy_cv)
+            timing = Timing(warmup=1, repeat=rounds, noisy_cv=cfg.timing.noisy_cv)
             for m in self.backend.measure_interleaved(cfg.problem, [o.setting for o in top], timing):
                 rec.record(m, "rerank")
             final = [r for r in rec.rows if r["phase"] == "rerank" and timed(r["status"])]
@@ -177,6 +178,15 @@ class Steps:
         if base:  # measured beside the others: the speedup is side by side
             res.baseline_ms = base[0][schema.TIME]
         return res
+
+
+def rerank_rounds(repeat: int, plain: int, close: int, least: int = 3) -> int:
+    """Rounds of a re-ranking of `close` settings where `plain` (the `rerank` fastest) get `repeat`
+    rounds each: the same launches in all, shared out (at least `least` each), so the points close
+    behind the fastest cost no more time than the top few did."""
+    if close <= plain or not close:
+        return repeat
+    return max(min(least, repeat), -(-repeat * plain // close))
 
 
 def resumed_outcomes(df, retry_failed: bool = False) -> dict:
