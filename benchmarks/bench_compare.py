@@ -7,7 +7,11 @@ contender moves; the question is whether cltune moves more than torch does.
 
 Printed per layer: cltune's best kernel's fastest call in each run and their ratio (B / A), torch's
 ratio, and whether the winning family is the same. Then the spread of each column's ratios (the
-largest |log ratio| and the median one, as a factor) and how many layers kept their family.
+largest |log ratio| and the median one, as a factor), the same for cltune's ratio to torch (what
+moved beyond a host that sped up or slowed down between the runs), and how many layers kept their
+family. Last,
+on PoCL, the host's noise as it is now, right after the runs (benchmarks/pocl_affinity.py's short
+kernel, pinned; `--no-noise` skips it).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import math
 import statistics
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -42,6 +47,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("first")
     ap.add_argument("second")
+    ap.add_argument("--device", type=int, default=None, help="the device the host noise is measured on")
+    ap.add_argument("--no-noise", action="store_true", help="do not measure the host's noise")
     args = ap.parse_args()
     a, b = best_rows(args.first), best_rows(args.second)
     layers = [layer for layer in a.index if layer in b.index]
@@ -62,9 +69,25 @@ def main() -> None:
     if "torch B/A" in table:
         tw, tt = spread(table["torch B/A"])
         line += f"; torch's: at most {tw:.3f}x, median {tt:.3f}x ({'no wider' if worst <= tw else 'WIDER'})"
+        # A host that sped up or slowed down between the runs moves both alike; what is left of it:
+        rw, rt = spread(table["cltune B/A"] / table["torch B/A"])
+        line += f"\ncltune's x torch, B/A: at most {rw:.3f}x, median {rt:.3f}x (what moved beyond the host)"
     kept = int((table["family A"] == table["family B"]).sum())
     print(line)
     print(f"winning family kept on {kept} of {len(table)} layers")
+    if not args.no_noise:
+        print(noise_now(args.device))
+
+
+def noise_now(device) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from cltune.measure import device as dev
+    from pocl_affinity import host_noise  # beside this script
+
+    _, info = dev.select(device)
+    if "Portable Computing Language" not in info.platform:
+        return f"host noise: not measured ({info.platform} is not PoCL)"
+    return host_noise(info.index) + " (measured now, after the runs)"
 
 
 if __name__ == "__main__":

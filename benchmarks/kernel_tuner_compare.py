@@ -48,7 +48,6 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-NOISE_LAUNCHES = 2000  # of a 0.2-0.3 ms kernel on a 2-core VM: about a second
 sys.path.insert(0, str(ROOT))
 
 from cltune.core import config
@@ -123,19 +122,6 @@ def timed_process(what: str, cmd: list, env: dict, cwd: Path) -> float:
     if proc.returncode != 0:
         raise SystemExit(f"{what} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1]}")
     return wall
-
-
-def host_noise(device: int) -> str:
-    """One line on the host's launch-to-launch noise (benchmarks/pocl_affinity.py's child, pinned)."""
-    from pocl_affinity import run_child  # beside this script
-
-    try:
-        r = run_child(device, NOISE_LAUNCHES, "1")
-    except RuntimeError as exc:
-        return f"host noise: not measured ({exc})"
-    return (f"host noise: a {r['min']:.2f} ms kernel launched {NOISE_LAUNCHES} times one at a time, "
-            f"{100 * r['slow']:.1f}% of launches over 1.3x its fastest, median {r['median'] / r['min']:.2f}x "
-            f"the fastest, longest slow run {r['longest']}")
 
 
 def run_cltune(label: str, cfg_name: str, device: int, env: dict, out_dir: Path, extra=()) -> dict:
@@ -350,6 +336,8 @@ def main() -> None:
     print(dev.machine_line(info))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     if "Portable Computing Language" in info.platform:
+        from pocl_affinity import host_noise  # beside this script
+
         print(host_noise(info.index))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

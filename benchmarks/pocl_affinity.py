@@ -62,6 +62,21 @@ def run_child(device: int, launches: int, pinned: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+NOISE_LAUNCHES = 2000  # of a 0.2-0.3 ms kernel on a 2-core VM: about a second
+
+
+def host_noise(device: int, launches: int = NOISE_LAUNCHES) -> str:
+    """One line on the host's launch-to-launch noise: the child's kernel launched one at a time in
+    a fresh process, pinned (the benchmarks print it beside their figures)."""
+    try:
+        r = run_child(device, launches, "1")
+    except RuntimeError as exc:
+        return f"host noise: not measured ({exc})"
+    return (f"host noise: a {r['min']:.2f} ms kernel launched {launches} times one at a time, "
+            f"{100 * r['slow']:.1f}% of launches over 1.3x its fastest, median {r['median'] / r['min']:.2f}x "
+            f"the fastest, longest slow run {r['longest']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", type=int, default=None, help="flat device index (default: cltune's choice)")

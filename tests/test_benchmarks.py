@@ -82,6 +82,22 @@ def test_kernel_tuner_compare_runs_both_tools_on_one_space_and_prints_the_table(
                          out, re.M)
         assert line and -1.0 <= float(line.group(1)) <= 1.0 and int(line.group(3)) == 2, tool
     assert re.search(r"^against the reference \(\d+ passes of every point", out, re.M)
+    import json
+
+    kept = json.loads((tmp_path / "kept" / "reference.json").read_text())  # part 1's, kept to score again
+    assert len(kept) == 18 and all(len(point) == 5 and ms > 0 for point, ms in kept)
+
+
+def test_reference_ranking_sets_two_references_side_by_side(tmp_path):
+    (tmp_path / "kt_tiny.toml").write_text(TINY_CONV2D)
+    out = run("reference_ranking.py", "--config", str(tmp_path / "kt_tiny.toml"), "--passes", "4", "--turns", "2")
+    assert re.search(r"kt_tiny.toml: two references of 4 passes each, in two processes, alternating", out)
+    line = re.search(r"^  Spearman A vs B: (\S+); within one process, its even turns vs its odd ones: "
+                     r"A (\S+), B (\S+); across, A's even turns vs B's odd: (\S+)$", out, re.M)
+    assert line and all(-1.0 <= float(v) <= 1.0 for v in line.groups())
+    for name in ("A", "B", "A's even turns", "B's even turns"):
+        ranks = re.search(rf"^  {name}'s five fastest \(x its fastest\): 1.000, .+; their ranks in .+: (.+)$", out, re.M)
+        assert ranks and all(1 <= int(r) <= 18 for r in ranks.group(1).split(", ")), name
 
 
 def test_repeatability_runs_a_space_three_times_and_correlates_them(tmp_path):
@@ -129,3 +145,5 @@ def test_bench_compare_sets_cltunes_spread_beside_torchs(tmp_path):
     out = run("bench_compare.py", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"))
     assert "cltune's ratio B/A: at most 1.100x" in out and "torch's: at most 1.200x" in out and "no wider" in out
     assert "winning family kept on 2 of 2 layers" in out
+    assert "cltune's x torch, B/A: at most 1.091x" in out  # a: 1.1 / 1.2 of torch's move
+    assert "host noise: a " in out and "(measured now, after the runs)" in out  # PoCL is the device here
