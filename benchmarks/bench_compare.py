@@ -9,9 +9,8 @@ Printed per layer: cltune's best kernel's fastest call in each run and their rat
 ratio, and whether the winning family is the same. Then the spread of each column's ratios (the
 largest |log ratio| and the median one, as a factor), the same for cltune's ratio to torch (what
 moved beyond a host that sped up or slowed down between the runs), and how many layers kept their
-family. Last,
-on PoCL, the host's noise as it is now, right after the runs (benchmarks/pocl_affinity.py's short
-kernel, pinned; `--no-noise` skips it).
+family. Last, on PoCL, the host's noise as it is now, right after the runs
+(benchmarks/pocl_affinity.py's short kernel, pinned; `--no-noise` skips it).
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ class Reference:
         for _, p in self.points:  # every local size compiled, the device warm
             self.runner._round(p)
             self.runner._round(p)
-        self.best = {s.key: math.inf for s, _ in self.points}
-        self.halves = ({s.key: math.inf for s, _ in self.points}, dict(self.best))  # even, odd calls of run
+        # Each point's fastest launch in the even calls of run and in the odd ones (their minimum is
+        # the reference's time; main() sets the halves against each other).
+        self.halves = tuple({s.key: math.inf for s, _ in self.points} for _ in range(2))
         self.passes, self.calls, self.seconds, self.rng = 0, 0, 0.0, random.Random(seed)
 
     def run(self, passes: int) -> None:
@@ -52,15 +53,13 @@ class Reference:
             order = list(self.points)
             self.rng.shuffle(order)
             for s, p in order:
-                ms = self.runner._round(p).run_ms
-                self.best[s.key] = min(self.best[s.key], ms)
-                half[s.key] = min(half[s.key], ms)
+                half[s.key] = min(half[s.key], self.runner._round(p).run_ms)
             self.passes += 1
         self.seconds += time.perf_counter() - t0
 
     def times(self, key=lambda setting: setting.key) -> dict:
         """{key(setting): its fastest launch over every pass so far}."""
-        return {key(s): self.best[s.key] for s, _ in self.points}
+        return {key(s): min(h[s.key] for h in self.halves) for s, _ in self.points}
 
 
 def rank_of(reference: dict, point) -> int | None:
@@ -78,7 +77,7 @@ def _child(conn, cfg_name: str, device) -> None:
     while True:
         msg = conn.recv()
         if not msg:
-            conn.send((ref.best, *ref.halves))
+            conn.send((ref.times(), *ref.halves))
             return
         ref.run(msg[0])
         conn.send("done")

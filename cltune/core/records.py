@@ -122,10 +122,10 @@ class Timing:
 
     def settled(self, runs: list[float], wins: list | None = None) -> bool:
         """Whether an adaptive point's time is known well enough: its two fastest launches within
-        `precision` of each other. With `settle_windows` and the
-        window of each launch (`wins`), the fastest must be matched by a launch of another window:
-        two launches of one window can agree within 1% while a busy host slows both (seconds long
-        slow phases, windows a second apart)."""
+        `precision` of each other. With `settle_windows` and the window of each launch (`wins`),
+        the fastest must be matched by a launch of another window: two launches of one window can
+        agree within 1% while a busy host slows both (seconds long slow phases, windows a second
+        apart)."""
         if not self.adaptive or len(runs) < 2:
             return False
         order = sorted(range(len(runs)), key=runs.__getitem__)

@@ -5,6 +5,7 @@ network's task or tune_kernel."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -152,9 +153,10 @@ class Steps:
         finished sweep resumed measures nothing again."""
         cfg, rec = self.cfg, self.rec
         res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
-        top = self.sweep.top(cfg.rerank, cfg.rerank_per_family, cfg.rerank_within,
-                             cfg.rerank_max) if cfg.rerank else []
-        rounds = rerank_rounds(cfg.rerank_repeat, len(self.sweep.top(cfg.rerank, cfg.rerank_per_family)), len(top))
+        top = self.sweep.top(cfg.rerank, cfg.rerank_per_family, cfg.rerank_within, cfg.rerank_max)
+        # Of each family's (or the whole run's) share of `top`, its first `rerank` are the plain top.
+        groups = Counter(o.setting.family if cfg.rerank_per_family else None for o in top)
+        rounds = rerank_rounds(cfg.rerank_repeat, sum(min(cfg.rerank, n) for n in groups.values()), len(top))
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
         rec.strategy = "rerank"

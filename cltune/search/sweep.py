@@ -212,7 +212,9 @@ class Sweep:
     def top(self, k: int, per_family: bool = False, within: float = 1.0, most: int = 0) -> list[Outcome]:
         """The k fastest ok settings of this run (resumed ones it met count too), fastest first, and
         after them every other within `within` x the fastest, up to `most` in all; per_family: so
-        for each family."""
+        for each family. k = 0: none (no re-ranking)."""
+        if k <= 0:
+            return []
         ok = sorted((o for o in self.outcomes.values() if timed(o.status) and o.cost is not None),
                     key=lambda o: o.cost)
         seen: Counter = Counter()
