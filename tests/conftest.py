@@ -69,3 +69,16 @@ def skip_wide_vectors(runner, values: dict) -> None:
     """Skip a float16 setting on a runtime that cannot compile float16 (see float16_broken)."""
     if max(values.get("VW", 1), values.get("VEC", 1)) >= 16 and float16_broken(runner.info):
         pytest.skip("float16 vectors on PoCL 3.0's AVX2 target: LLVM 14 aborts or miscompiles")
+
+
+def expected_rerank(search, rerank: int = 3, baseline: str = "normal") -> list[str]:
+    """The settings a sweep's re-ranking takes from its search rows: the `rerank` fastest, the others
+    within RERANK_WITHIN of the fastest up to RERANK_MAX in all, and the baseline, sorted (how many
+    are close depends on the host's noise, so a test asks for this set rather than a count)."""
+    from cltune.core.config import RERANK_MAX, RERANK_WITHIN
+
+    times = search.sort_values("run_ms_min")
+    best = times["run_ms_min"].iloc[0]
+    close = [s for i, (s, t) in enumerate(zip(times["setting"], times["run_ms_min"]))
+             if i < rerank or (i < RERANK_MAX and t <= RERANK_WITHIN * best)]
+    return sorted({*close, baseline})

@@ -18,6 +18,7 @@ from cltune.measure.protocol import Capabilities
 from cltune.results import rows as results
 from cltune.search import tune
 
+from .conftest import expected_rerank
 from .fakes import FakeBackend
 from .test_tuning import make_config
 
@@ -229,7 +230,8 @@ def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, clus
     assert (a["worker"].isna()).all()  # a local sweep names no worker
     assert set(search_rows(b)["worker"]) == {"0", "1"}, shown  # both workers measured, each row says which
     rerank = b[b["phase"] == "rerank"]
-    assert len(rerank) in (2, 3) and rerank["worker"].nunique() == 1, shown
+    assert sorted(rerank["setting"]) == expected_rerank(search_rows(b), rerank=2), shown
+    assert rerank["worker"].nunique() == 1, shown
     assert rerank["worker"].iloc[0] == res.rerank_worker
     assert results.format_table(b).splitlines()[0].split()[-1] == "worker"  # `cltune show` says who
     assert "worker" not in results.format_table(a)

@@ -39,6 +39,6 @@ def test_oversized_problem_in_a_config_is_one_line_from_the_worker(tmp_path, run
     cfg = tmp_path / "huge.toml"
     cfg.write_text(f"[problem]\ninput = [1, 1, {side}, {side}]\nweight = [1, 1, 1, 1]\n[[setting]]\nname = 'n'\n")
     res = CliRunner().invoke(main, ["sweep", str(cfg), "--out", str(tmp_path / "h.csv")])
-    assert res.exit_code == 2 and "more than the device's max allocation" in res.output
+    assert res.exit_code == 2 and "more than the device's max allocation" in res.output, (res.output, res.exception)
     assert "Traceback" not in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.toml"]  # no header-only CSV, no .device.json
