@@ -38,7 +38,8 @@ def test_oversized_problem_in_a_config_is_one_line_from_the_worker(tmp_path, run
     side = int((runner.info.max_alloc_bytes / 4) ** 0.5) + 64
     cfg = tmp_path / "huge.toml"
     cfg.write_text(f"[problem]\ninput = [1, 1, {side}, {side}]\nweight = [1, 1, 1, 1]\n[[setting]]\nname = 'n'\n")
-    res = CliRunner().invoke(main, ["sweep", str(cfg), "--out", str(tmp_path / "h.csv")])
+    res = CliRunner().invoke(main, ["sweep", str(cfg), "--device", str(runner.info.index),
+                                    "--out", str(tmp_path / "h.csv")])  # the device whose limit sized it
     assert res.exit_code == 2 and "more than the device's max allocation" in res.output, (res.output, res.exception)
     assert "Traceback" not in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["huge.toml"]  # no header-only CSV, no .device.json
