@@ -20,16 +20,20 @@ from .base import Seconds, main
               help="Cut each run at this many seconds of the points' recorded compile and benchmark time "
                    "instead of --budget.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="CSV: one row per strategy, seed and evaluation (strategy, seed, evaluation, time, best_time).")
+              help="CSV: one row per strategy, seed and evaluation (strategy, seed, evaluation, time, best_time). "
+                   "An existing file is replaced, unless it is SPACE or holds measured data (refused).")
 def replay(space, strategies, budget, seeds, seconds, out):
     """Replay SPACE (a Kernel Tuner cache .json/.json.gz, T4 results JSON, or a cltune results CSV of an
     exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
     import csv
 
     from ..core.config import SEARCH_STRATEGY
+    from ..results.guard import check_output
     from ..results.recorded import load
     from ..search.replay import BUDGETS, format_summary, rows_of, run_all, summarize
 
+    if out:
+        check_output(out, [space])
     recorded = load(space)
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
@@ -50,16 +54,18 @@ def replay(space, strategies, budget, seeds, seconds, out):
 @click.argument("results_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["t4"]), default="t4", show_default=True)
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Output file (default: RESULTS with .t4.json).")
+              help="Output file (default: RESULTS with .t4.json). An existing T4 file is replaced; any other "
+                   "measured data, RESULTS included, is refused.")
 def export(results_file, fmt, out):
     """Write a results file in the T4 format the community's methodology tools (and `replay`) read."""
     import json
     from pathlib import Path
 
     from ..results import rows
+    from ..results.guard import T4, check_output
     from ..results.t4 import to_t4
 
+    path = check_output(out or Path(results_file).with_suffix(".t4.json"), [results_file], allowed=(T4,))
     doc = to_t4(rows.load(results_file))
-    path = Path(out) if out else Path(results_file).with_suffix(".t4.json")
     path.write_text(json.dumps(doc, indent=1) + "\n")
     click.echo(f"wrote {path} ({len(doc['results'])} results)")
