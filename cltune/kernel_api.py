@@ -32,6 +32,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     from .core import config as cfgmod
     from .core.kernel_problem import KernelProblem, Reference
     from .core.space import Space
+    from .results.guard import RESULTS, check_output
     from .search import tune
     from .workloads.kernel import register_problem
 
@@ -62,6 +63,10 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     cfg = cfgmod.Config(kernel_name, "tune_kernel", problem, (), cfgmod.default_timing(), rtol=rtol, atol=atol,
                         spaces=(space,), strategy=strategy)
     path = Path(out) if out else None
+    if path is not None:  # a results file is resumed; the kernel's source or other measured data refused
+        sources = kernel_source if isinstance(kernel_source, (list, tuple)) else [kernel_source]
+        check_output(path, [s for s in sources if isinstance(s, (str, Path)) and "\n" not in str(s)], "out",
+                     allowed=(RESULTS,))
     resume = path is not None and path.is_file() and path.stat().st_size > 0
     opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,
                         budget=budget, time_limit_s=time_limit, seed=seed)

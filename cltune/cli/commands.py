@@ -186,10 +186,14 @@ def show(csv_file, all_columns):
 @main.command()
 @click.argument("results_files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Database file, SQLite (default: $CLTUNE_HOME/cltune.sqlite, ~/.cache/cltune/cltune.sqlite).")
+              help="Database file, SQLite (default: $CLTUNE_HOME/cltune.sqlite, ~/.cache/cltune/cltune.sqlite); "
+                   "an existing database is added to, any other measured data refused.")
 def best(results_files, out):
     """Record the best setting per device and problem from RESULTS files in the best-config database."""
     from ..results import best as bestmod
+    from ..results.guard import DATABASE, check_output
+
+    check_output(out or bestmod.default_path(), results_files, allowed=(DATABASE,))
 
     path, entries = bestmod.update(list(results_files), out)
     for e in entries:
@@ -208,8 +212,9 @@ def best(results_files, out):
 @click.option("--rounds", type=click.IntRange(min=1), default=10, help="Interleaved rounds of the final race (5 timed calls each; in the first 3, "
                    "each family's best two, then the faster).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="The race's CSV (default: results/<config>_<time>.csv; tuning files beside it).")
-@click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out.")
+              help="The race's CSV (default: results/<config>_<time>.csv; tuning files beside it). Refused if it "
+                   "(or its folder of tuning files) holds measured data, unless --resume replaces its race.")
+@click.option("--resume", is_flag=True, help="Reuse the tuning files already beside --out (its race is run again).")
 def bench(config, device, layers, budget, strategy, rounds, out, resume):
     """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
     from ..bench import suite as benchmod
@@ -219,6 +224,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     cfg = cfgmod.load(config)
     only = benchmod.chosen_layers(cfg, layers)
     out = benchmod.default_path(cfg, out)
+    _check_bench_out(out, cfg, resume)
     opts = tune.Options(device=device, budget=budget, strategy=strategy, resume=resume or None)
     from ..measure.device import select
     from ..measure.hostgemm import host_cpu
@@ -232,6 +238,18 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     benchmod.write(df, out)
     click.echo(benchmod.format_summary(df))
     click.echo(f"wrote {out} (tuning results in {out.with_suffix('')}/)")
+
+
+def _check_bench_out(out, cfg, resume: bool) -> None:
+    """Refuse a race file or tuning folder holding measured data, but what --resume takes up."""
+    from ..results.guard import BENCH_RACE, check_output, check_output_dir, holds
+
+    if resume:
+        check_output(out, [cfg.path], allowed=(BENCH_RACE,))
+        return
+    again = f"continue it with --out {out} --resume, or choose another --out"
+    check_output(out, [cfg.path], hint=again if holds(out) == BENCH_RACE else None)
+    check_output_dir(out.with_suffix(""), hint=again)
 
 
 from . import farm as farm_commands  # noqa: E402,F401  (its commands join `main`)

@@ -25,14 +25,16 @@ from .table import interrupts, kept_in_folder
               help="Config whose [[space]]s and [run] timing the tasks use.")
 @seed_option("Seed of the inputs and of each task's search order.")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
-              help="Run folder (default: results/net_<network>_<device>_<time>/).")
+              help="Run folder (default: results/net_<network>_<device>_<time>/); refused if it holds measured "
+                   "data (a run there is continued with --resume).")
 @click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None,
               help="Continue this run folder: settings it holds are not measured again.")
 @click.option("--rounds", type=click.IntRange(min=0), default=3, show_default=True,
               help="Interleaved rounds of the final race of tuned, default and torch (0: no race).")
 @timeout_option("Seconds one setting may take before its worker is killed.")
 @click.option("--best-db", type=click.Path(dir_okay=False), default=None,
-              help="Best-config database to fill (default: $CLTUNE_HOME/cltune.sqlite).")
+              help="Best-config database to fill (default: $CLTUNE_HOME/cltune.sqlite); an existing database is "
+                   "added to, any other measured data refused.")
 @click.option("--list", "list_only", is_flag=True, help="Print the network's layers and tasks, measure nothing.")
 def net(network, device, budget, time_limit, policy, search, no_transfer, spaces, seed, out, resume, rounds, timeout,
         best_db, list_only):
@@ -42,7 +44,10 @@ def net(network, device, budget, time_limit, policy, search, no_transfer, spaces
     from ..net.figure import format_table
     from ..net.tables import load
     from ..net.tasks import make_tasks
+    from ..results.guard import DATABASE, check_output
 
+    if best_db:
+        check_output(best_db, [network], "--best-db", allowed=(DATABASE,))  # before the tuning, not after it
     opts = netrun.NetOptions(device=device, out=out, resume=resume, budget=budget, time_limit_s=time_limit,
                              policy=policy, search=search, transfer=not no_transfer, seed=seed, spaces=spaces,
                              timeout_s=timeout, best_db=best_db, rounds=rounds)

@@ -75,11 +75,16 @@ def _peak_summary(entry: dict, repeat: int) -> str:
               help="Skip what runs beside the peak: the host's BLAS GEMM (numpy, torch) on a CPU device "
                    "and our built-in settings on a GEMM-shaped layer.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Also write the figures to this JSON file.")
+              help="Also write the figures to this JSON file (refused if it holds measured data, "
+                   "earlier peaks included; another existing file is replaced).")
 def peak(device, repeat, target_ms, buffer_mib, rounds, no_beside, out):
     """Measure the device's peak FP32 GFLOP/s and memory GB/s, and store them for the roofline."""
     from ..measure import peak as peakmod
     from ..results import peakstore
+    from ..results.guard import check_output
+
+    if out:
+        check_output(out)  # before the minutes of measuring
 
     def on_result(width, comp, bws):
         bw = ", ".join(f"{name.rsplit('_v', 1)[0].replace('_', ' ')} {v['best']:.1f}"
@@ -103,7 +108,8 @@ def peak(device, repeat, target_ms, buffer_mib, rounds, no_beside, out):
 @results_args
 @click.option("--kind", "-k", type=click.Choice(KINDS), required=True, help="What to draw.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="PNG or SVG file (default: <first results file>.<kind>.png).")
+              help="PNG or SVG file (default: <first results file>.<kind>.png); an existing one is replaced, "
+                   "unless it is an input or holds measured data (refused).")
 @baseline_option
 @peaks_option
 def plot(results_files, kind, out, baseline, peaks_file):
@@ -111,8 +117,10 @@ def plot(results_files, kind, out, baseline, peaks_file):
     from ..report import html as report
     from ..report import plots
     from ..results import runs
+    from ..results.guard import check_output
 
     out = out or str(Path(results_files[0]).with_suffix(f".{kind}.png"))
+    check_output(out, [*results_files, peaks_file])
     if Path(out).suffix.lower() not in plots.FORMATS:
         raise UserError(f"{out}: plot file must end in .png or .svg")
     fig = report.figure(kind, runs.load_runs(results_files), baseline, _peaks(peaks_file))
@@ -123,14 +131,18 @@ def plot(results_files, kind, out, baseline, peaks_file):
 @results_args
 @baseline_option
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None,
-              help="Also draw the speedups per setting and run to this PNG or SVG file.")
+              help="Also draw the speedups per setting and run to this PNG or SVG file; an existing one is "
+                   "replaced, unless it is an input or holds measured data (refused).")
 def compare_cmd(results_files, baseline, plot_file):
     """Join runs on problem and setting: times, speedups and rank correlation per device."""
     from ..report import compare, plots
     from ..results import runs
+    from ..results.guard import check_output
 
     if len(results_files) < 2:
         raise UserError("compare needs at least two results files")
+    if plot_file:
+        check_output(plot_file, results_files, "--plot")
     run_list = runs.load_runs(results_files)
     labels = [r.label for r in run_list]
     table = compare.join(run_list, baseline)
@@ -143,7 +155,8 @@ def compare_cmd(results_files, baseline, plot_file):
 @main.command()
 @results_args
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="HTML file (default: <first results file>.report.html).")
+              help="HTML file (default: <first results file>.report.html); an existing one is replaced, "
+                   "unless it is an input or holds measured data (refused).")
 @baseline_option
 @peaks_option
 def report(results_files, out, baseline, peaks_file):
@@ -151,9 +164,10 @@ def report(results_files, out, baseline, peaks_file):
     from ..net import report as netreport
     from ..report import html as reportmod
     from ..results import runs
+    from ..results.guard import check_output
 
+    out = check_output(out or Path(results_files[0]).with_suffix(".report.html"), [*results_files, peaks_file])
     if len(results_files) == 1 and netreport.is_summary(results_files[0]):  # a `cltune net` run
-        out = Path(out or Path(results_files[0]).with_suffix(".report.html"))
         out.write_text(netreport.build(results_files[0]))
         click.echo(f"wrote {out}")
         return
@@ -161,7 +175,6 @@ def report(results_files, out, baseline, peaks_file):
     if baseline is not None:
         for r in run_list:
             runs.baseline_name(r.df, baseline)  # a misspelt --baseline fails before any drawing
-    out = Path(out or Path(results_files[0]).with_suffix(".report.html"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(reportmod.build(run_list, baseline, _peaks(peaks_file)))
     click.echo(f"wrote {out}")

@@ -22,6 +22,7 @@ from ..core.device_values import bind_config
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..results import rows as results
+from ..results.guard import check_output_dir
 from ..search import tune
 from ..search.session import session
 from ..search.sweep import Budget
@@ -73,6 +74,9 @@ def check(opts: NetOptions) -> None:
     if opts.out and opts.resume:
         raise UserError("--out and --resume both name the run folder; give one")
     tune.check_options(replace(opts, out=None))  # `out` is a folder here
+    if opts.out:  # measured data there (another run's, a sweep's) is never written over or mixed with
+        again = (Path(opts.out) / "network.json").exists()
+        check_output_dir(opts.out, hint=f"continue that run with --resume {opts.out}" if again else None)
     if opts.budget is None and opts.time_limit_s is None:
         raise UserError("cltune net needs a budget: --budget N (settings in total) or --time-limit S")
     if opts.policy not in POLICIES:

@@ -90,10 +90,10 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
-def check_output(out: str | Path, inputs=(), option: str = "--out", allowed=()) -> Path:
+def check_output(out: str | Path, inputs=(), option: str = "--out", allowed=(), hint: str | None = None) -> Path:
     """`out` as a Path, once it is known that writing it loses nothing measured: UserError when it is
     one of `inputs` or already holds measured data of a kind not in `allowed` (what the command
-    resumes, adds to, or replaces by design, as its help says)."""
+    resumes, adds to, or replaces by design, as its help says); `hint` says what to do instead."""
     out = Path(out)
     for src in inputs:
         if src is not None and same_file(out, src):
@@ -101,12 +101,12 @@ def check_output(out: str | Path, inputs=(), option: str = "--out", allowed=()) 
                             f"choose another {option}")
     what = holds(out)
     if what and what not in allowed:
-        raise UserError(f"{out}: already holds {what}, which cltune never writes over; choose another "
-                        f"{option}, or move that file away first")
+        raise UserError(f"{out}: already holds {what}, which cltune never writes over; "
+                        + (hint or f"choose another {option}, or move that file away first"))
     return out
 
 
-def check_output_dir(folder: str | Path, option: str = "--out") -> Path:
+def check_output_dir(folder: str | Path, option: str = "--out", hint: str | None = None) -> Path:
     """`folder` as a Path, once it is known to hold no measured data that a run writing its own
     files there could replace or mix with: UserError naming the first such file."""
     folder = Path(folder)
@@ -115,6 +115,6 @@ def check_output_dir(folder: str | Path, option: str = "--out") -> Path:
     for f in sorted(folder.iterdir()) if folder.is_dir() else ():
         what = holds(f)
         if what:
-            raise UserError(f"{folder}: already holds {what} ({f.name}) of another run; choose another "
-                            f"{option} (an empty or new folder)")
+            raise UserError(f"{folder}: already holds {what} ({f.name}) of another run; "
+                            + (hint or f"choose another {option} (an empty or new folder)"))
     return folder
