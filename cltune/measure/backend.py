@@ -8,7 +8,10 @@ import os
 from .protocol import Backend, InProcess
 
 FARM_ENV = "CLTUNE_FARM"
-DEFAULT_TIMEOUT_S = 600.0  # per setting, until a sweep's baseline time is known
+# Per setting, until a timed point (the baseline, else the first) gives a sweep its own limit: the
+# first point also pays the worker's first build (a batch of settings, cold cache) and the inputs'
+# upload and reference, so a minute, the least a measured limit may be, is doubled.
+FIRST_POINT_TIMEOUT_S = 120.0
 
 
 def farm_spec(option: str | None = None) -> str | None:
@@ -21,7 +24,7 @@ def measuring(cfg, opts) -> tuple[dict, float]:
     options: the Runner's keyword arguments and the per-setting timeout."""
     cfg = cfg.with_overrides(opts)
     kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
-    return kwargs, cfg.timeout_s or DEFAULT_TIMEOUT_S
+    return kwargs, cfg.timeout_s or FIRST_POINT_TIMEOUT_S
 
 
 def open_local(device=None, *, isolated: bool = True, modules: tuple = (), timeout_s: float | None = None,

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from ..core.records import Measurement, Timing, timed
 from ..core.space import Setting
-from ..measure.backend import DEFAULT_TIMEOUT_S
+from ..measure.backend import FIRST_POINT_TIMEOUT_S
 from ..results import rows as results
 from ..results import schema
 from ..workloads import get_family
@@ -28,11 +28,24 @@ class Result:
     baseline_ms: float | None = None
 
 
-def default_timeout(baseline_wall_ms: float | None) -> float:
-    """Per-setting timeout: ten times the baseline's whole measurement, at least a minute."""
-    if not baseline_wall_ms or baseline_wall_ms != baseline_wall_ms:
-        return DEFAULT_TIMEOUT_S
-    return max(60.0, 10.0 * baseline_wall_ms / 1e3)
+def default_timeout(wall_ms: float | None) -> float:
+    """Per-setting timeout: ten times a timed point's whole measurement (the baseline's, else the
+    first timed one's), at least a minute; before there is one, the first-point limit."""
+    if not wall_ms or wall_ms != wall_ms:
+        return FIRST_POINT_TIMEOUT_S
+    return max(60.0, 10.0 * wall_ms / 1e3)
+
+
+def first_timed_wall(held, baseline: str | None) -> float | None:
+    """The whole measurement (ms) of a resumed file's baseline when it was timed, else of its first
+    timed search row: what sets a resumed sweep's timeout."""
+    if held is None:
+        return None
+    rows = held[(held["phase"] == "search") & held["status"].map(timed)]
+    rows = rows[rows["wall_ms"].notna()]
+    base = rows[rows["setting"] == baseline] if baseline else rows.iloc[:0]
+    rows = base if len(base) else rows
+    return float(rows["wall_ms"].iloc[0]) if len(rows) else None
 
 
 def identity(info, problem) -> Callable[[Setting], dict]:
@@ -85,13 +98,25 @@ class Steps:
         self.settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         resumed = resumed_outcomes(recorder.held, retry_failed) if recorder.held is not None else {}
         self.sweep = Sweep(self._measure, lambda s: recorder.prepare(s)["key"], self._record, resumed)
+        # The per-setting timeout: the configured one, else the first-point limit until a timed
+        # point (the baseline first of all) sets 10x its time; a resumed file's rows set it at once.
+        held_wall = first_timed_wall(recorder.held, cfg.baseline)
+        self.limit_known = bool(cfg.timeout_s) or held_wall is not None
+        self.limit_s = cfg.timeout_s or default_timeout(held_wall)
+        self._limit()
         if backend.caps.parallel:  # a farm: settings in parallel over its workers
-            self.sweep.measure_many = lambda settings: backend.measure_many(cfg.problem, self._timing, settings)
+            self.sweep.measure_many = self._measure_many
             self.sweep.batch = backend.batch
         elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and backend.caps.windows:
-            self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._timing())
+            self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._limit())
             self.sweep.window_gap_s = cfg.timing.second_window_s
             self.sweep.wants_window = lambda m: self._timing().wants_window(m)
+
+    def _limit(self) -> Timing:
+        """This session's timeout on the backend (sessions of a network share one), and the timing."""
+        if self.backend.caps.timeout:
+            self.backend.timeout_s = self.limit_s
+        return self._timing()
 
     def _timing(self, first_window: bool = False) -> Timing:
         t = self.cfg.timing
@@ -102,11 +127,25 @@ class Steps:
         return replace(t, incumbent_ms=self.sweep.incumbent())
 
     def _measure(self, setting: Setting, upcoming) -> Measurement:
+        self._limit()
         timing = self._timing(first_window=self.sweep.measure_more is not None)
-        return self.backend.measure(self.cfg.problem, setting, timing, upcoming)
+        m = self.backend.measure(self.cfg.problem, setting, timing, upcoming)
+        self._learn_limit(m.status, m.wall_ms)  # its first window, before it waits for more
+        return m
+
+    def _learn_limit(self, status, wall_ms: float | None) -> None:
+        """The first timed point (the baseline, listed first) sets the timeout, unless one was given."""
+        if not self.limit_known and timed(status) and wall_ms:
+            self.limit_known, self.limit_s = True, default_timeout(wall_ms)
+            self._limit()
+
+    def _measure_many(self, settings):
+        self._limit()
+        return self.backend.measure_many(self.cfg.problem, self._timing, settings)
 
     def _record(self, m: Measurement, phase: str) -> Outcome:
         row = self.rec.record(m, phase, self.strategies.pop(self.rec.prepare(m.setting)["key"], None))
+        self._learn_limit(row["status"], row.get("wall_ms"))
         return Outcome(m.setting, row["status"], row[schema.TIME] if timed(row["status"]) else None)
 
     def evaluate(self, setting: Setting, upcoming=(), strategy: str | None = None) -> Outcome:
@@ -121,7 +160,7 @@ class Steps:
     def measure_again(self, setting: Setting, strategy: str) -> Outcome:
         """A setting measured and recorded once more, whatever the file holds (a drift check)."""
         self.rec.strategy = strategy
-        return self._record(self.backend.measure(self.cfg.problem, setting, self._timing(), ()), "search")
+        return self._record(self.backend.measure(self.cfg.problem, setting, self._limit(), ()), "search")
 
     @property
     def measured(self) -> int:
@@ -129,13 +168,9 @@ class Steps:
         return len(self.rec.rows)
 
     def baseline(self) -> list[Outcome]:
-        """The baseline (else the first listed setting); without a configured timeout, its time sets
-        the worker's per-setting timeout."""
-        outcomes = self.sweep.run_settings(self.settings[:1])
-        if not self.cfg.timeout_s and self.backend.caps.timeout and self.settings:
-            row = self.rec.row(self.rec.prepare(self.settings[0])["key"])
-            self.backend.timeout_s = default_timeout(row["wall_ms"] if row is not None else None)
-        return outcomes
+        """The baseline (else the first listed setting); without a configured timeout, its time
+        (else the first timed point's, _record) sets the per-setting timeout."""
+        return self.sweep.run_settings(self.settings[:1])
 
     def listed(self) -> list[Outcome]:
         return self.sweep.run_settings(self.settings[1:])
@@ -167,6 +202,7 @@ class Steps:
         nothing_new = whole and not rec.rows
         if len(top) >= 2 and not nothing_new:
             timing = Timing(warmup=1, repeat=rounds, noisy_cv=cfg.timing.noisy_cv)
+            self._limit()
             for m in self.backend.measure_interleaved(cfg.problem, [o.setting for o in top], timing):
                 rec.record(m, "rerank")
             final = [r for r in rec.rows if r["phase"] == "rerank" and timed(r["status"])]

@@ -1,0 +1,72 @@
+"""Misuses a careless user makes (issue 40): each is refused in one line naming the argument, key or
+file, or recorded with a status that says what happened; nothing measured is lost."""
+
+from dataclasses import dataclass, field, replace
+
+from cltune.core.records import Status
+from cltune.measure.backend import FIRST_POINT_TIMEOUT_S
+from cltune.search import tune
+
+from .fakes import FakeBackend
+from .test_tuning import make_config
+
+
+@dataclass
+class LimitBackend(FakeBackend):
+    """A fake whose points take `scale` times longer, which notes the timeout each one was given."""
+
+    scale: float = 1.0
+    limits: list = field(default_factory=list)
+    walls: list = field(default_factory=list)
+
+    def measure(self, problem, setting, timing, upcoming=()):
+        self.limits.append(self.timeout_s)
+        m = super().measure(problem, setting, timing, upcoming)
+        m = replace(m, wall_ms=m.wall_ms * self.scale) if m.wall_ms else m
+        self.walls.append(m.wall_ms)
+        return m
+
+
+def test_a_space_only_sweep_waits_the_first_point_limit_then_ten_times_the_first_timed_point(tmp_path):
+    # The bug: with no [[setting]] there is no baseline, and every point waited 600 s.
+    cfg = make_config(budget=4, settings=False, rerank=0)
+    opts = tune.Options(isolation=False, strategy="exhaustive", out=tmp_path / "r.csv")
+    dry = FakeBackend()
+    tune.run(cfg, replace(opts, out=tmp_path / "dry.csv"), backend=dry)
+    backend = LimitBackend(scale=1e4, fail={dry.measured[0].params_json: Status.CRASHED})
+    res = tune.run(cfg, opts, backend=backend)
+    assert [r["status"] for r in res.rows] == ["crashed", "ok", "ok", "ok"]
+    # the failed first point sets nothing; the first timed one sets 10x its measurement
+    want = tune.default_timeout(backend.walls[1])
+    assert want == 10 * backend.walls[1] / 1e3 > FIRST_POINT_TIMEOUT_S
+    assert backend.limits == [FIRST_POINT_TIMEOUT_S, FIRST_POINT_TIMEOUT_S, want, want]
+
+
+def test_the_limit_is_at_least_a_minute_and_a_given_timeout_overrides_it(tmp_path):
+    cfg = make_config(budget=3, settings=False, rerank=0)
+    quick = LimitBackend()
+    tune.run(cfg, tune.Options(isolation=False, out=tmp_path / "a.csv"), backend=quick)
+    assert quick.limits == [FIRST_POINT_TIMEOUT_S, 60.0, 60.0]
+    given = LimitBackend(scale=1e4)
+    tune.run(cfg, tune.Options(isolation=False, out=tmp_path / "b.csv", timeout_s=7), backend=given)
+    assert given.limits == [7, 7, 7]
+
+
+def test_a_failed_baseline_leaves_the_limit_to_the_first_timed_point(tmp_path):
+    # Before: a baseline that failed set the 600 s default for the whole sweep.
+    cfg = make_config(budget=2, rerank=0)
+    normal = cfg.settings[0]
+    backend = LimitBackend(scale=1e4, fail={normal.params_json: Status.BUILD_ERROR})
+    tune.run(cfg, tune.Options(isolation=False, out=tmp_path / "r.csv"), backend=backend)
+    want = tune.default_timeout(backend.walls[1])
+    assert backend.limits == [FIRST_POINT_TIMEOUT_S, FIRST_POINT_TIMEOUT_S, want]
+
+
+def test_a_resumed_space_only_sweep_takes_its_limit_from_the_file(tmp_path):
+    cfg = make_config(budget=2, settings=False, rerank=0)
+    path = tmp_path / "r.csv"
+    first = tune.run(cfg, tune.Options(isolation=False, out=path), backend=LimitBackend(scale=1e4))
+    backend = LimitBackend()
+    tune.run(make_config(budget=4, settings=False, rerank=0), tune.Options(isolation=False, resume=path),
+             backend=backend)
+    assert backend.limits == [tune.default_timeout(first.rows[0]["wall_ms"])] * 2
