@@ -6,10 +6,13 @@ over the one that $CLTUNE_DEVICE names; its id (`dev0-skylake-avx512`, ...) is i
 `runner` is a Runner on that device.
 """
 
+import importlib.util
 import os
 import re
 
 import pytest
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None  # the bench extra; the race adds it where installed
 
 
 def _devices():
