@@ -3,12 +3,18 @@ file, or recorded with a status that says what happened; nothing measured is los
 
 from dataclasses import dataclass, field, replace
 
+import pytest
+
+from cltune.core import config
+from cltune.core.errors import UserError
 from cltune.core.records import Status
 from cltune.measure.backend import FIRST_POINT_TIMEOUT_S
+from cltune.results import rows as results
 from cltune.search import tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
+from .test_user_kernels import write_config
 
 
 @dataclass
@@ -70,3 +76,20 @@ def test_a_resumed_space_only_sweep_takes_its_limit_from_the_file(tmp_path):
     tune.run(make_config(budget=4, settings=False, rerank=0), tune.Options(isolation=False, resume=path),
              backend=backend)
     assert backend.limits == [tune.default_timeout(first.rows[0]["wall_ms"])] * 2
+
+
+@pytest.mark.parametrize("body, how", [
+    ("import sys\n\ndef add(a, b):\n    sys.exit(3)\n", "it called sys.exit(3)"),
+    ("import os\n\ndef add(a, b):\n    os._exit(3)\n", "worker exited with status 3"),
+])
+def test_a_reference_that_exits_is_one_line_before_any_row(tmp_path, device, body, how):
+    # The bug: every setting was a `crashed` row, blamed on the kernels (the worker that computed the
+    # reference exited, and so did each fresh one).
+    cfg = config.load(str(write_config(tmp_path, modes=(0, 1))))
+    (tmp_path / "ref.py").write_text(body)
+    out = tmp_path / "rows.csv"
+    with pytest.raises(UserError) as caught:
+        tune.run(cfg, tune.Options(out=out, device=str(device.index)))
+    message = str(caught.value)
+    assert "ref.py:add failed" in message and how in message and "\n" not in message
+    assert not out.exists() or results.load(out).empty

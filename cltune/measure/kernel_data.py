@@ -60,6 +60,8 @@ class KernelData:
         if reference and ref is not None:
             if ref.kind == "setting":
                 self.reference_setting = dict(ref.setting)
+            elif ref.verify is not None:
+                self.expected = {}  # the user's verify compares; `answer` need not match the outputs
             else:
                 with host_blas():
                     self.expected = expected_outputs(problem, self.host)
@@ -101,6 +103,8 @@ class KernelData:
                     f"argument {a.name}: {bad_before + bad_after} guard byte(s) written {side}"
         if self.expected is None:
             return Status.UNVERIFIED, None, "no reference: the outputs were not checked"
+        if self.problem.reference.verify is not None:
+            return self._verify(copies, atol)
         for a, raw in zip(self.problem.buffers, copies):
             if a.name not in self.expected:
                 continue
@@ -116,6 +120,25 @@ class KernelData:
         if msgs:
             return Status.WRONG_RESULT, worst, "; ".join(msgs)
         return Status.OK, worst, ""
+
+    def _verify(self, copies: list, atol: float) -> tuple[Status, float, str]:
+        """Kernel Tuner's verify(answer, outputs, atol): falsy is a wrong result, an exception an error row."""
+        ref = self.problem.reference
+        got = {a.name: raw[self.guard:self.guard + self.host[a.name].nbytes].view(a.np_dtype)
+               .reshape(self.host[a.name].shape).copy() for a, raw in zip(self.problem.buffers, copies)}
+        outputs = [got[a.name] if a.kind == "buffer" and a.output else None for a in self.problem.args]
+        fn = ref.verify
+        try:
+            takes_atol = "atol" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes_atol = False
+        try:
+            ok = fn(list(ref.answer), outputs, atol=atol) if takes_atol else fn(list(ref.answer), outputs)
+        except Exception as exc:  # noqa: BLE001 (the user's function: its failure is this setting's row)
+            return Status.ERROR, None, f"verify raised {_failure(exc)}"
+        if not bool(np.all(ok)):
+            return Status.WRONG_RESULT, None, f"verify({getattr(fn, '__name__', 'verify')}) returned {ok!r}"
+        return Status.OK, None, ""
 
     def outputs_now(self, queue) -> dict:
         """Every output's contents as they are now, waited for (a reference setting's answer)."""
@@ -182,6 +205,13 @@ def _other_grid(got: tuple, want: tuple) -> bool:
     return len(got) > 1 and len(want) > 1 and got != want
 
 
+def _failure(exc: BaseException) -> str:
+    """How a user's reference failed, in words (sys.exit included: it would end the worker)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _call_python(problem: KernelProblem, host: dict) -> dict:
     ref = problem.reference
     try:
@@ -189,18 +219,18 @@ def _call_python(problem: KernelProblem, host: dict) -> dict:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         fn = getattr(module, ref.function)
-    except Exception as exc:  # noqa: BLE001 (the user's file: any failure is theirs, one line)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 (the user's file: any failure is theirs, one line)
         raise UserError(f"{problem.where}: kernel.reference.python: cannot load {ref.path}:{ref.function}: "
-                        f"{type(exc).__name__}: {exc}") from None
+                        f"{_failure(exc)}") from None
     given = {**{k: v.copy() for k, v in host.items()}, **problem.scalar_env(), **problem.env()}
     params = inspect.signature(fn).parameters
     if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
         given = {k: v for k, v in given.items() if k in params}
     try:
         got = fn(**given)
-    except Exception as exc:  # noqa: BLE001
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
         raise UserError(f"{problem.where}: the reference {ref.path}:{ref.function} failed: "
-                        f"{type(exc).__name__}: {exc}") from None
+                        f"{_failure(exc)}") from None
     outputs = [a.name for a in problem.outputs]
     if isinstance(got, dict):
         return got

@@ -94,6 +94,17 @@ def _describe_exit(code: int | None) -> str:
     return f"worker exited with status {code}"
 
 
+def _loading(problem) -> str:
+    """What loading a problem runs that is the user's: their reference, else cltune's own."""
+    ref = getattr(problem, "reference", None)
+    where = getattr(problem, "where", "the problem")
+    if ref is not None and ref.kind == "python":
+        return f"{where}: the reference {ref.path}:{ref.function}"
+    if ref is not None and ref.kind == "setting":
+        return f"{where}: the reference setting"
+    return f"{where}: uploading the inputs and computing the reference"
+
+
 def _spawn(device_spec, runner_kwargs: dict, modules: tuple):
     """A worker process opening `device_spec`, started and not waited for: (process, pipe, building flag)."""
     ctx = mp.get_context("spawn")
@@ -229,6 +240,14 @@ class WorkerRunner:
             k = self.kwargs
             self.call("configure", k.get("rtol", 1e-3), k.get("atol", 1e-3), k.get("seed", 0),
                       k.get("prebuild"), self.modules)
+
+    def load_problem(self, problem) -> None:
+        """The problem's inputs and reference made ready before any setting is measured: a reference
+        that kills, hangs or fails its worker is one line, not a crashed row for every setting."""
+        try:
+            self.call("load_problem", problem, timeout=max(self.timeout_s or 0.0, START_TIMEOUT_S))
+        except WorkerDied as exc:
+            raise UserError(f"{_loading(problem)} failed before any setting was measured: {exc.message}") from None
 
     def measure(self, problem, setting, timing, upcoming=()) -> Measurement:
         t0 = time.perf_counter()

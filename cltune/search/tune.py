@@ -107,6 +107,8 @@ def _run(cfg, opts: Options, backend, on_row) -> Result:
     for i, space in enumerate(cfg.spaces):
         if space.countable:
             say_refused(cfg.path, i, space, problem, info)
+    if hasattr(backend, "load_problem"):  # the reference runs (and fails) before any row
+        backend.load_problem(cfg.problem)
     path = Path(opts.resume or opts.out or default_path(cfg, info))
     with session(cfg, backend, path, bool(opts.resume), opts.retry_failed, on_row) as steps:
         outcomes = steps.baseline() + steps.listed()
