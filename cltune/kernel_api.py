@@ -91,8 +91,9 @@ def _source(kernel_source) -> str:
 def _problem_size(problem_size) -> tuple:
     sizes = problem_size if isinstance(problem_size, (list, tuple)) else (problem_size,)
     if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
-                                            and s > 0 for s in sizes):
-        raise UserError(f"problem_size: expected an int > 0 or a tuple of 1 to 3 of them, got {problem_size!r}")
+                                            and 0 < s < 2**64 for s in sizes):
+        raise UserError(f"problem_size: expected an int > 0 (below 2^64, a size_t) or a tuple of 1 to 3 of them, "
+                        f"got {problem_size!r}")
     return tuple((SIZE_NAMES[i], int(s)) for i, s in enumerate(sizes))
 
 

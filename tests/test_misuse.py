@@ -3,6 +3,7 @@ file, or recorded with a status that says what happened; nothing measured is los
 
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pytest
 
 from cltune.core import config
@@ -93,3 +94,36 @@ def test_a_reference_that_exits_is_one_line_before_any_row(tmp_path, device, bod
     message = str(caught.value)
     assert "ref.py:add failed" in message and how in message and "\n" not in message
     assert not out.exists() or results.load(out).empty
+
+
+def test_a_global_size_over_size_t_is_refused_before_building(tmp_path):
+    # The bug: an `error` row `RuntimeError: std::bad_cast` per point (pyopencl's size_t conversion).
+    path = write_config(tmp_path, modes=(0,))
+    path.write_text(path.read_text().replace('global_size = ["(N + WG - 1) // WG * WG"]',
+                                             'global_size = ["N * 18446744073709551616"]'))
+    out = tmp_path / "rows.csv"
+    with pytest.raises(UserError) as caught:
+        tune.run(config.load(str(path)), tune.Options(out=out))
+    message = str(caught.value)
+    assert "global_size[0] = 18446744073709551616000 does not fit in size_t" in message, message
+    assert str(path) in message and "\n" not in message and not out.exists()
+
+
+def test_tune_kernel_refuses_a_problem_size_over_size_t():
+    import cltune
+
+    with pytest.raises(UserError, match=r"problem_size: expected an int > 0 .* got 18446744073709551616"):
+        cltune.tune_kernel("vector_add", VECTOR_ADD, 2**64, vector_args(10), {"block_size_x": [8]})
+
+
+VECTOR_ADD = """__kernel void vector_add(__global const float* a, __global const float* b, __global float* c,
+                         const int n) {
+    const int i = get_global_id(0);
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+
+def vector_args(n: int) -> list:
+    a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    return [a, b, np.zeros(n, np.float32), np.int32(n)]

@@ -18,6 +18,7 @@ from .launch import Launch
 from .registry import FAMILIES, register
 
 KNOB = re.compile(r"[A-Za-z_]\w*$")
+SIZE_T_MAX = 2**64 - 1  # what clEnqueueNDRangeKernel's sizes are (pyopencl: std::bad_cast above it)
 ARG_INFO = "-cl-kernel-arg-info"  # the driver keeps the argument types: checked against [[kernel.arg]]
 
 
@@ -71,6 +72,10 @@ class KernelFamily(Family):
             if device is None and "device." in str(exc):
                 return None  # device.* values: checked once the device is known
             return f"launch geometry: {exc}"
+        for key, sizes in (("global_size", glob), ("local_size", local or ())):
+            for i, n in enumerate(sizes):
+                if n > SIZE_T_MAX:
+                    return f"{key}[{i}] = {n} does not fit in size_t (at most 2^64 - 1)"
         if local is not None:
             for dim, (g, l) in enumerate(zip(glob, local)):
                 if l < 1 or g % l:
