@@ -22,7 +22,7 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     entry for this problem), "nearest" (the entry of the nearest tuned shape whose family accepts
     this problem, named in "tuned_problem"), or "default" (nothing tuned fits). `device`
     (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
-    from .net.nearest import nearest, problem_from_key
+    from .results.nearest import nearest, problem_from_key
     from .results.best import best_setting as lookup
     from .results.best import device_entries, problem_key
 
@@ -47,7 +47,8 @@ def _default(problem, device) -> tuple[str, str, dict]:
     """The device type's default when it accepts the problem, else the built-in made for the layer's
     kind on this device (e.g. depthwise_cpu for a depthwise layer on a CPU)."""
     from .core.space import Setting
-    from .net.tasks import accepts, default_setting
+    from .net.tasks import default_setting
+    from .results.nearest import accepts
     from .workloads import builtin_settings
 
     named = builtin_settings()

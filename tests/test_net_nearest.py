@@ -4,7 +4,7 @@ default; best_setting says which rule chose."""
 
 import cltune
 from cltune.core.problem import Problem
-from cltune.net.nearest import problem_from_key
+from cltune.results.nearest import problem_from_key
 from tests.fakes import FAKE_INFO
 
 DIRECT = {"BLOCK_K": 8, "BLOCK_W": 4, "VEC": 4, "PIXELS": "tile", "BLOCK_H": 2}

@@ -132,7 +132,7 @@ def test_network_run_fills_the_run_folder_summary_and_best_database(tmp_path):
 
 
 def conv_cost(problem_key, setting_key):
-    from cltune.net.nearest import problem_from_key
+    from cltune.results.nearest import problem_from_key
 
     return round(problem_from_key(problem_key).flops / 1e8 * factor(setting_key), 6)
 

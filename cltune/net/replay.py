@@ -23,8 +23,8 @@ from ..core.records import TIMED
 from ..core.space import Setting
 from ..results import rows as results
 from ..results import schema
+from ..results.nearest import problem_from_key
 from ..search.sweep import Budget
-from .nearest import problem_from_key
 from .schedule import DEFAULT_SEARCH, Scheduler, TaskState, ident, network_ms, own_order
 from .tasks import Task
 

@@ -22,8 +22,9 @@ from functools import lru_cache
 from typing import Callable
 
 from ..core.space import Setting
+from ..results.nearest import distance
 from ..search.sweep import Budget
-from .tasks import Task, kind_of
+from .tasks import Task
 
 ALPHA = 0.2  # weight of the backward (observed) improvement against the forward (optimistic) one
 WINDOW = 3  # trials over which the backward improvement is measured
@@ -140,17 +141,6 @@ class TaskState:
         if not pick:
             return None
         return self._pool[pick[0]], [self._pool[i] for i in left[:5] if i != pick[0]][:4]
-
-
-def distance(a, b) -> float | None:
-    """How unlike two problems are, for transfer: None unless filter, stride, dilation and kind
-    (dense, depthwise) match; else the log2 distance of channels and size, plus the epilogue."""
-    same = lambda p: (p.filter_h, p.filter_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, kind_of(p))  # noqa: E731
-    if same(a) != same(b):
-        return None
-    d = sum(abs(math.log2(x / y)) for x, y in ((a.in_c, b.in_c), (a.out_c, b.out_c), (a.in_h, b.in_h),
-                                                (a.in_w, b.in_w)))
-    return d + 0.5 * (a.activation != b.activation) + 1.0 * (a.pool != b.pool)
 
 
 def transfer_candidates(target: TaskState, states: list[TaskState]) -> list[Setting]:

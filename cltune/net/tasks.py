@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.problem import Problem
-from ..core.space import Setting, device_limit_reason
+from ..core.space import Setting
+from ..results.nearest import accepts, kind_of  # noqa: F401  (moved there; net/ imports them from here)
 from .tables import Network
 
 
@@ -21,12 +22,6 @@ class Task:
     @property
     def kind(self) -> str:
         return kind_of(self.problem)
-
-
-def kind_of(p: Problem) -> str:
-    if p.groups == 1:
-        return "dense"
-    return "depthwise" if p.groups == p.in_c else "grouped"
 
 
 def make_tasks(net: Network) -> list[Task]:
@@ -53,15 +48,6 @@ def device_kind(device) -> str:
     """Which built-in settings suit the device: the `_cpu` ones on a CPU, the `_mali` ones on a GPU
     (CL_DEVICE_TYPE); settings named for neither suit both."""
     return "cpu" if device is not None and "CPU" in str(device.type) else "mali"
-
-
-def accepts(setting: Setting, problem: Problem, device) -> bool:
-    from ..workloads import get_family
-
-    family = get_family(setting.family)
-    values = family.resolve(setting.values)
-    return (device_limit_reason(values, device) is None
-            and family.reject_reason(problem, values, device) is None)
 
 
 def builtins(problem: Problem, device) -> list[Setting]:
