@@ -107,12 +107,18 @@ def parameter_names(kernel_name: str, source: str) -> list[str]:
 
 def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
     from .core.kernel_problem import Arg
+    from .core.kernel_table import IDENT, missing_kernel
 
     if not isinstance(arguments, (list, tuple)):
         raise UserError("arguments: expected a list of numpy arrays and numpy scalars, in the kernel's order")
     if answer is not None and (not isinstance(answer, (list, tuple)) or len(answer) != len(arguments)):
         raise UserError(f"answer: expected a list as long as arguments ({len(arguments)}), with None for "
                         "the arguments not checked")
+    if not isinstance(kernel_name, str) or not IDENT.match(kernel_name):
+        raise UserError(f"kernel_name: expected the kernel function's name, got {kernel_name!r}")
+    missing = missing_kernel(kernel_name, source)
+    if missing:
+        raise UserError(f"kernel_name: {missing}")
     names = parameter_names(kernel_name, source)
     if len(names) != len(arguments):
         names = [f"arg{i}" for i in range(len(arguments))]

@@ -127,3 +127,16 @@ VECTOR_ADD = """__kernel void vector_add(__global const float* a, __global const
 def vector_args(n: int) -> list:
     a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
     return [a, b, np.zeros(n, np.float32), np.int32(n)]
+
+
+def test_tune_kernel_with_a_name_the_source_does_not_define_is_one_line(tmp_path):
+    # The bug: a launch_error row (INVALID_KERNEL_NAME) per setting, where a config says this.
+    import cltune
+
+    with pytest.raises(UserError, match=r"^kernel_name: no kernel 'vector_ad' in the source "
+                                        r"\(kernels found: vector_add\)$"):
+        cltune.tune_kernel("vector_ad", VECTOR_ADD, 10, vector_args(10), {"block_size_x": [8]},
+                           out=tmp_path / "r.csv")
+    assert not (tmp_path / "r.csv").exists()
+    with pytest.raises(UserError, match=r"^kernel_name: expected the kernel function's name, got 3$"):
+        cltune.tune_kernel(3, VECTOR_ADD, 10, vector_args(10), {"block_size_x": [8]})

@@ -30,9 +30,9 @@ def parse_kernel(c: Checker, t: dict, folder: Path) -> KernelProblem:
                     "a .cl file or a list of them, relative to the config")
     source = "\n".join(_read_source(c, folder, s) for s in ([sources] if isinstance(sources, str) else sources))
     name = c.get(t, "name", str, where, REQUIRED, lambda v: bool(IDENT.match(v)), "the kernel function's name")
-    if not re.search(rf"\b{re.escape(name)}\b", source):
-        found = re.findall(r"(?:__kernel|\bkernel)\s+void\s+(\w+)", source)
-        c.fail(f"{where}name", f"no kernel {name!r} in the source (kernels found: {', '.join(found) or 'none'})")
+    missing = missing_kernel(name, source)
+    if missing:
+        c.fail(f"{where}name", missing)
     sizes = _sizes(c, c.get(t, "problem", dict, where, {}, expected="a table of named integers"))
     env = dict(sizes)
     glob = _exprs(c, t, "global_size", REQUIRED)
@@ -53,6 +53,14 @@ def parse_kernel(c: Checker, t: dict, folder: Path) -> KernelProblem:
     return KernelProblem(name, source, sizes, glob, local, tuple(args), tuple(sorted(defines.items())),
                          tuple(options), reference, str(metrics.get("flops", "")), str(metrics.get("bytes", "")),
                          c.path)
+
+
+def missing_kernel(name: str, source: str) -> str | None:
+    """Why `name` is no kernel of `source` (the kernels it defines), else None."""
+    if re.search(rf"\b{re.escape(name)}\b", source):
+        return None
+    found = re.findall(r"(?:__kernel|\bkernel)\s+void\s+(\w+)", source)
+    return f"no kernel {name!r} in the source (kernels found: {', '.join(found) or 'none'})"
 
 
 def check_names(c: Checker, problem: KernelProblem, knobs: set) -> None:
