@@ -112,7 +112,7 @@ def test_a_global_size_over_size_t_is_refused_before_building(tmp_path):
 def test_tune_kernel_refuses_a_problem_size_over_size_t():
     import cltune
 
-    with pytest.raises(UserError, match=r"problem_size: expected an int > 0 .* got 18446744073709551616"):
+    with pytest.raises(UserError, match=r"^problem_size: expected .*below 2\^64.* got 18446744073709551616$"):
         cltune.tune_kernel("vector_add", VECTOR_ADD, 2**64, vector_args(10), {"block_size_x": [8]})
 
 
@@ -140,3 +140,18 @@ def test_tune_kernel_with_a_name_the_source_does_not_define_is_one_line(tmp_path
     assert not (tmp_path / "r.csv").exists()
     with pytest.raises(UserError, match=r"^kernel_name: expected the kernel function's name, got 3$"):
         cltune.tune_kernel(3, VECTOR_ADD, 10, vector_args(10), {"block_size_x": [8]})
+
+
+@pytest.mark.parametrize("budget", [-1, 0, 2.5, True])
+def test_a_budget_below_one_is_refused_in_one_line(tmp_path, budget):
+    # The bug: tune_kernel(..., budget=-1) returned an empty frame without a word.
+    import cltune
+
+    want = rf"^budget: expected an int >= 1 \(settings per space\), got {budget!r}$"
+    with pytest.raises(UserError, match=want):
+        cltune.tune_kernel("vector_add", VECTOR_ADD, 10, vector_args(10), {"block_size_x": [8]}, budget=budget,
+                           out=tmp_path / "r.csv")
+    assert not (tmp_path / "r.csv").exists()
+    with pytest.raises(UserError, match=want):
+        tune.run(make_config(), tune.Options(isolation=False, budget=budget, out=tmp_path / "r.csv"),
+                 backend=FakeBackend())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -42,6 +43,9 @@ def check_options(opts: Options) -> None:
         raise UserError("--out and --resume both name the results file; give one")
     if opts.seed is not None and not (isinstance(opts.seed, int) and 0 <= opts.seed <= SEED_MAX):
         raise UserError(f"seed: expected an int in [0, {SEED_MAX}], got {opts.seed!r}")
+    if opts.budget is not None and not (isinstance(opts.budget, numbers.Integral) and not isinstance(opts.budget, bool)
+                                        and opts.budget >= 1):
+        raise UserError(f"budget: expected an int >= 1 (settings per space), got {opts.budget!r}")
     for name in ("timeout_s", "time_limit_s"):
         v = getattr(opts, name)
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
