@@ -1,0 +1,151 @@
+"""The tuning behind cltune.kernel_tuner.tune_kernel: the session a sweep runs (search, then the
+interleaved re-ranking) into cltune's results file in its cache folder, with Kernel Tuner's cache
+file read first (its settings are not measured again) and written as results come; or, in
+simulation mode, the search replayed over a cache file alone, with no device."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.paths import home, stamped_path
+from ..core.space import Setting
+from .results import InvalidConfig, to_result
+
+
+@dataclass
+class Run:
+    """What a tuning gave: results in the order the search asked for them, the rows written, the
+    re-ranking's winner (knobs), the device."""
+
+    results: list = field(default_factory=list)
+    rows: list = field(default_factory=list)
+    winner: dict | None = None
+    device: dict = field(default_factory=dict)
+    path: Path | None = None
+
+
+def results_folder() -> Path:
+    """Where this surface keeps cltune's own results files: cltune's cache folder, never the cwd."""
+    return home() / "kernel_tuner"
+
+
+def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer) -> Run:
+    """Open the device, search, re-rank; each search row becomes a result (printed, cached)."""
+    from ..core.device_values import bind_config
+    from ..core.errors import UserError
+    from ..search import tune
+    from ..search.session import session
+    from ..search.sweep import Outcome
+
+    cfg = cfg.with_overrides(opts)
+    tune.check_options(opts)
+    backend = tune.open_backend(cfg, opts)
+    run = Run()
+    try:
+        info = backend.info
+        run.device = {"device_name": info.name, "platform_name": info.platform,
+                      "platform_version": getattr(info, "platform_version", None),
+                      "device_version": getattr(info, "version", None)}
+        refusal = cfg.problem.size_refusal(info)
+        if refusal:
+            raise UserError(refusal)
+        cfg = bind_config(cfg, info)
+        space = cfg.spaces[0]
+        valid = space.valid_settings(cfg.problem, info) if space.countable else None
+        printer.start(info.name, len(valid) if valid is not None else space.size, tune.expected_rows(cfg, opts))
+        run.path = Path(opts.out or stamped_path(cfg.name, info.name, suffix=".csv", folder=results_folder()))
+        run.path.parent.mkdir(parents=True, exist_ok=True)
+        by_key: dict = {}
+        on_row = row_handler(knobs, metrics, printer, writer, by_key)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tune.RefusedPoints)  # the space's size is printed instead
+            with session(cfg, backend, run.path, False, False, on_row) as steps:
+                for setting, result in _cached(space, cached, valid):
+                    key = steps.rec.prepare(setting)["key"]
+                    by_key[key] = result
+                    steps.sweep.resumed[key] = Outcome(setting, "ok" if "__error__" not in result else "error",
+                                                       result["time"] if "__error__" not in result else None)
+                steps.search()
+                res = steps.rerank([])
+        run.rows = [r for r in res.rows if r["phase"] == "search"]
+        run.results = [by_key[k] for k in steps.sweep.outcomes if k in by_key]
+        if res.ranking:
+            import json
+
+            run.winner = json.loads(res.ranking[0]["params"])
+    finally:
+        backend.close()
+    return run
+
+
+def row_handler(knobs, metrics, printer, writer, by_key: dict):
+    """on_row for a session: each search row becomes a result (by its key), printed and cached;
+    the re-ranking's rows only move the progress bar."""
+    clock = [time.perf_counter()]
+
+    def on_row(row: dict) -> None:
+        now = time.perf_counter()
+        if row["phase"] != "search":
+            printer.other_row()
+            return
+        result = to_result(row, knobs, metrics, 1e3 * (now - clock[0]))
+        clock[0] = now
+        by_key[row["key"]] = result
+        printer.result(result)
+        if writer is not None:
+            writer.add(result)
+    return on_row
+
+
+def _cached(space, cached: dict, valid) -> list:
+    """(setting, result) of each cache entry that is a point of the space (timings zeroed, as
+    Kernel Tuner reads its cache)."""
+    if not cached:
+        return []
+    from .cache import cache_key
+
+    names = [k for k, _ in space.params]
+    out = []
+    for setting in valid if valid is not None else ():
+        key = cache_key(setting.values, {k: None for k in names})
+        if key in cached:
+            entry = dict(cached[key])
+            entry.update(compile_time=0, verification_time=0, benchmark_time=0)
+            out.append((setting, entry))
+    return out
+
+
+def simulate(cfg, knobs, printer, cached: dict, device_name: str, budget, time_limit, seed) -> Run:
+    """The search over the cache alone (no device): each point it asks for is the cache's entry,
+    or an InvalidConfig when the cache lacks it."""
+    from ..search.strategies import BudgetExhausted, Search, get
+
+    space, problem = cfg.spaces[0], cfg.problem
+    valid = space.valid_settings(problem)
+    printer.start(f"{device_name} (simulated from the cache)", len(valid), budget or len(valid))
+    run, seen = Run(device={"device_name": device_name}), {}
+    start = time.monotonic()
+    hits = dict(_cached(space, cached, valid))
+
+    def evaluate(setting: Setting, upcoming=()):
+        if setting.key in seen:
+            return seen[setting.key]
+        if (budget is not None and len(seen) >= budget) or (time_limit and time.monotonic() - start > time_limit):
+            raise BudgetExhausted
+        result = hits.get(setting)
+        if result is None:
+            result = {**{k: setting.values[k] for k in knobs}, "time": float("inf"), "__error__": InvalidConfig()}
+        run.results.append(result)
+        printer.result(result)
+        seen[setting.key] = result["time"] if "__error__" not in result else None
+        return seen[setting.key]
+
+    search = Search(space, problem, None, seed, evaluate, lambda s: s.key in seen)
+    try:
+        get(cfg.search_strategy)(search)
+    except BudgetExhausted:
+        pass
+    return run
