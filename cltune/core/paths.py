@@ -15,11 +15,15 @@ def data_dir(name: str) -> Path:
 
 
 def home() -> Path:
-    """cltune's own data (best-config database, measured device peaks): $CLTUNE_HOME or ~/.cache/cltune."""
+    """cltune's own data (best-config database, measured device peaks, the Kernel Tuner surface's
+    results files): $CLTUNE_HOME, else $XDG_CACHE_HOME/cltune, else ~/.cache/cltune."""
     import os
 
     env = os.environ.get("CLTUNE_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "cltune"
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "cltune"
 
 
 def slug(name: str, limit: int = 60, fallback: str = "unnamed") -> str:
