@@ -252,7 +252,8 @@ def _check_bench_out(out, cfg, resume: bool) -> None:
     check_output_dir(out.with_suffix(""), hint=again)
 
 
-from . import farm as farm_commands  # noqa: E402,F401  (its commands join `main`)
+from . import deploy as deploy_commands  # noqa: E402,F401  (its commands join `main`)
+from . import farm as farm_commands  # noqa: E402,F401
 from . import net as net_commands  # noqa: E402,F401
 from . import replay as replay_commands  # noqa: E402,F401
 from . import report as report_commands  # noqa: E402,F401

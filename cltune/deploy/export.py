@@ -1,0 +1,45 @@
+"""The deploy path: inputs -> the kernel's measurements -> the deployment -> the header, the JSON
+tuning file and its flat form, checked by the output guard and written whole or not at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.errors import UserError
+
+from . import model, sources
+from .header import c_name, to_header
+from .tuning_json import flat_path, to_flat, to_json, write_all
+
+
+def read_inputs(files: list[str], db: str | None) -> tuple[list[dict], str]:
+    """(measurements, what they were read from, for messages): results files, or the best-config database ("" for the default one)."""
+    if files and db is not None:
+        raise UserError("give RESULTS files or --db, not both")
+    if not files:
+        return sources.from_database(db or None), db or "the best-config database"
+    return sources.from_results(files), ", ".join(files)
+
+
+def outputs(out_dir: str | Path, name: str) -> dict[str, Path]:
+    base = Path(out_dir) / f"cltune_{name}"
+    json_path = base.with_suffix(".json")
+    return {"header": base.with_suffix(".h"), "json": json_path, "flat": flat_path(json_path)}
+
+
+def deploy(files: list[str], db: str | None, kernel: str | None, name: str | None, shapes: list[str],
+           max_distance: float, out_dir: str | Path) -> tuple[dict[str, Path], dict]:
+    """Write cltune_<name>.h, .json and .tsv into out_dir; ({kind: path}, the deployment)."""
+    from ..results.guard import check_output
+
+    ms, where = read_inputs(files, db)
+    kernel, ms = sources.of_kernel(ms, kernel, where)
+    name = c_name(name or kernel, "--name" if name else "--kernel (or give --name)")
+    paths = outputs(out_dir, name)
+    inputs = list(files) + ([db] if db else [])
+    for p in paths.values():
+        check_output(p, inputs, option="--out folder or --name")
+    deployment = model.build(ms, kernel, list(shapes), max_distance)
+    write_all({paths["header"]: to_header(deployment, name), paths["json"]: to_json(deployment),
+               paths["flat"]: to_flat(deployment)})
+    return paths, deployment

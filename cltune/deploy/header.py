@@ -1,0 +1,123 @@
+"""The C header: a deployment as C99 tables and one lookup, `cltune_<name>_lookup(device_name,
+problem_key)`, that returns the device's entry for the shape, else the default's, else NULL."""
+
+from __future__ import annotations
+
+import re
+
+from ..core.errors import UserError
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+TYPES = """#ifndef CLTUNE_DEPLOY_TYPES
+#define CLTUNE_DEPLOY_TYPES
+typedef struct { const char *name; const char *value; } cltune_define;
+/* One kernel enqueue: local all 0 means NULL (the driver chooses); args: buffer names x w b out,
+   ints, and floats ending in f, space-separated, in the kernel's argument order. */
+typedef struct { const char *kernel; unsigned work_dim; size_t global[3]; size_t local[3]; const char *args; } cltune_launch;
+typedef struct {
+    const char *device, *driver, *problem;
+    const char *match;          /* "exact", "nearest" or "default" */
+    const char *tuned_problem;  /* the shape a nearest entry was tuned on, else "" */
+    const char *setting, *options;
+    const char *sources;        /* kernel files, space-separated, joined with a newline between them */
+    int n_defines; const cltune_define *defines;
+    int n_launches; const cltune_launch *launches;  /* 0: the family plans its launches on a device */
+} cltune_setting;
+#endif
+"""
+
+
+def c_name(name: str, option: str = "--name") -> str:
+    """`name` if it is a C identifier, else one line saying what to pass instead."""
+    if not IDENT.match(name):
+        raise UserError(f"{option} {name!r}: not a valid C identifier (letters, digits, _; not starting "
+                        f"with a digit); choose one with {option}")
+    return name
+
+
+def c_string(s: str) -> str:
+    """A C string literal: \\ " and ? escaped (? against trigraphs), anything but printable ASCII as
+    octal bytes of its UTF-8."""
+    out = []
+    for c in s:
+        if c in '\\"?':
+            out.append("\\" + c)
+        elif " " <= c <= "~":
+            out.append(c)
+        else:
+            out.append("".join(f"\\{b:03o}" for b in c.encode()))
+    return '"' + "".join(out) + '"'
+
+
+def _entry(name: str, i: int, device: str, driver: str, e: dict) -> tuple[list[str], str]:
+    """(the entry's defines and launches arrays, its initializer)."""
+    arrays = []
+    d_ref = l_ref = "NULL"
+    if e["defines"]:
+        items = ", ".join(f"{{{c_string(k)}, {c_string(v)}}}" for k, v in e["defines"].items())
+        arrays.append(f"static const cltune_define cltune_{name}_defines_{i}[] = {{{items}}};")
+        d_ref = f"cltune_{name}_defines_{i}"
+    launches = e["launches"] or []
+    if launches:
+        items = []
+        for ln in launches:
+            g, loc = ln["global"], ln["local"] or []
+            dims = lambda v: ", ".join(str(x) for x in (list(v) + [0, 0, 0])[:3])  # noqa: E731
+            items.append(f"{{{c_string(ln['kernel'])}, {len(g)}, {{{dims(g)}}}, {{{dims(loc)}}}, "
+                         f"{c_string(' '.join(ln['args']))}}}")
+        arrays.append(f"static const cltune_launch cltune_{name}_launches_{i}[] = {{\n    "
+                      + ",\n    ".join(items) + "};")
+        l_ref = f"cltune_{name}_launches_{i}"
+    fields = [c_string(device), c_string(driver), c_string(e["problem"]), c_string(e["match"]),
+              c_string(e.get("tuned_problem", "")), c_string(e["setting"]), c_string(e["options"]),
+              c_string(" ".join(e["sources"])), str(len(e["defines"])), d_ref, str(len(launches)), l_ref]
+    return arrays, "{" + ", ".join(fields) + "}"
+
+
+def to_header(deployment: dict, name: str) -> str:
+    """The header's text for a deployment (one kernel), its symbols prefixed cltune_<name>_."""
+    c_name(name)
+    guard = f"CLTUNE_{name.upper()}_H"
+    rows = [(d["device"], d["driver"], e) for d in deployment["devices"] for e in d["entries"]]
+    rows += [("", "", e) for e in deployment["default"]["entries"]]  # the default: device ""
+    arrays, inits = [], []
+    for i, (device, driver, e) in enumerate(rows):
+        a, init = _entry(name, i, device, driver, e)
+        arrays += a
+        inits.append(init)
+    n_devices = len(rows) - len(deployment["default"]["entries"])
+    return f"""/* {name}: tuned settings of kernel {deployment['kernel']!s} per device and shape, written by
+   {deployment['generator']} (cltune deploy; JSON schema {deployment['schema_version']}). Do not edit: deploy again.
+   Lookup: the device's entry for the shape (exact, or nearest tuned shape), else the default for
+   devices nobody tuned (rule: {deployment['default']['rule']}), else NULL. docs/deploy.md */
+#ifndef {guard}
+#define {guard}
+
+#include <stddef.h>
+#include <string.h>
+
+{TYPES}
+{chr(10).join(arrays)}
+
+static const cltune_setting cltune_{name}_settings[] = {{
+    {(',' + chr(10) + '    ').join(inits) if inits else '{NULL}'}
+}};
+enum {{ cltune_{name}_n_tuned = {n_devices}, cltune_{name}_n_settings = {len(rows)} }};
+
+/* device_name: CL_DEVICE_NAME without leading and trailing white space, as cltune records it;
+   problem: a conv problem key such as n1_c8_h16_w16_k8_r3_s3_st1x1_p1x1_d1x1_g1. */
+static inline const cltune_setting *cltune_{name}_lookup(const char *device_name, const char *problem) {{
+    int i;
+    for (i = 0; i < cltune_{name}_n_tuned; ++i)
+        if (strcmp(cltune_{name}_settings[i].device, device_name) == 0
+            && strcmp(cltune_{name}_settings[i].problem, problem) == 0)
+            return &cltune_{name}_settings[i];
+    for (i = cltune_{name}_n_tuned; i < cltune_{name}_n_settings; ++i)
+        if (strcmp(cltune_{name}_settings[i].problem, problem) == 0)
+            return &cltune_{name}_settings[i];
+    return NULL;
+}}
+
+#endif /* {guard} */
+"""
