@@ -1,7 +1,9 @@
 """Misuses a careless user makes (issue 40): each is refused in one line naming the argument, key or
 file, or recorded with a status that says what happened; nothing measured is lost."""
 
+import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ from cltune.search import tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
-from .test_user_kernels import write_config
+from .test_user_kernels import FAULTY, write_config
 
 
 @dataclass
@@ -155,3 +157,28 @@ def test_a_budget_below_one_is_refused_in_one_line(tmp_path, budget):
     with pytest.raises(UserError, match=want):
         tune.run(make_config(), tune.Options(isolation=False, budget=budget, out=tmp_path / "r.csv"),
                  backend=FakeBackend())
+
+
+def local_config(tmp_path, wgs) -> Path:
+    """The add kernel with a __local argument of WG * 4 - 100 bytes: negative below WG = 25."""
+    src = FAULTY.replace("const int n)", "const int n, __local float* scratch)")
+    path = write_config(tmp_path, source=src, modes=(0,))
+    path.write_text(path.read_text().replace(
+        "[kernel.reference]", '[[kernel.arg]]\nname = "scratch"\nlocal = "WG * 4 - 100"\n[kernel.reference]')
+        .replace("WG = [8]", f"WG = {list(wgs)}"))
+    return path
+
+
+def test_a_negative_local_size_is_refused_before_building_never_a_row(tmp_path):
+    # The bug: an `error` row (ExprError from the launch plan) that a resume kept as measured.
+    from cltune.search.tune import RefusedPoints
+
+    cfg = config.load(str(local_config(tmp_path, [8, 32])))
+    with pytest.warns(RefusedPoints, match=r"kernel.arg\[4\].local \(scratch\) = WG \* 4 - 100 is -68, "
+                                           r"not a whole number of bytes >= 0"):
+        res = tune.run(cfg, tune.Options(out=tmp_path / "r.csv"))
+    assert [(json.loads(r["params"])["WG"], r["status"]) for r in res.rows] == [(32, "ok")]
+    path = local_config(tmp_path, [8])
+    with pytest.raises(UserError, match=r"none of its 1 points can run .*kernel.arg\[4\].local \(scratch\)"):
+        tune.run(config.load(str(path)), tune.Options(out=tmp_path / "none.csv"))
+    assert not (tmp_path / "none.csv").exists()

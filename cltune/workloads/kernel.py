@@ -83,7 +83,7 @@ class KernelFamily(Family):
                             f"(global {list(glob)}, local {list(local)})")
         if any(g < 1 for g in glob):
             return f"global size {list(glob)} has an empty dimension"
-        return None
+        return local_bytes_refusal(problem, p, device)
 
     def figures(self, problem, p: dict) -> dict:
         return {"bytes_model": problem.min_bytes, "real_flops": problem.flops, "weight_bytes": None}
@@ -122,6 +122,22 @@ class KernelFamily(Family):
         if problem.local_size is not None:
             local = tuple(whole(t, env, f"local_size[{i}]") for i, t in enumerate(problem.local_size))
         return glob, local
+
+
+def local_bytes_refusal(problem, p: dict, device) -> str | None:
+    """A __local argument whose bytes are negative or fractional for setting `p` (an expression
+    that cannot be evaluated is left to the launch plan, whose row names it)."""
+    env = {**problem.env(), **p, **_device_env(device)}
+    for i, a in enumerate(problem.args):
+        if a.kind != "local":
+            continue
+        try:
+            value = evaluate(a.local, env, f"kernel.arg[{i}].local")
+        except ExprError:
+            continue
+        if isinstance(value, float) or value < 0:
+            return f"kernel.arg[{i}].local ({a.name}) = {a.local} is {value!r}, not a whole number of bytes >= 0"
+    return None
 
 
 def _device_env(device) -> dict:
