@@ -1,25 +1,87 @@
 """The bundled network tables against the model definitions they stand for, and tasks and weights.
-torchvision is part of the test extra: these tests fail, never skip, without it."""
+The definitions are read from graph-only ONNX exports (tests/data/networks/, made by
+scripts/make_net_fixtures.py); the parity group (pytest -m parity) reads torch and torchvision."""
 
+import math
+from pathlib import Path
+
+import onnx
 import pytest
 
 from cltune.core.errors import UserError
 from cltune.net.tables import bundled, load, load_table
 from cltune.net.tasks import make_tasks
+from cltune.net.torch_layers import KEEP
 
 NETS = ("resnet18", "mobilenet_v1", "mobilenet_v2", "vgg16")
+FIXTURES = Path(__file__).parent / "data" / "networks"
+
+
+def module_name(node: str) -> str:
+    """The torch module a TorchScript-exported node comes from: '/layer2/layer2.0/downsample/
+    downsample.0/Conv' -> 'layer2.0.downsample.0' (a scope that extends the one before it is a
+    Sequential's child, written with its parent's name)."""
+    full, prev = "", None
+    for seg in node.strip("/").split("/")[:-1]:
+        full = seg if prev is None else full + seg[len(prev):] if seg.startswith(prev + ".") else f"{full}.{seg}"
+        prev = seg
+    return full
 
 
 @pytest.mark.parametrize("name", NETS)
 def test_bundled_table_matches_the_model_definition(name):
     """Guards against a table that drifts from the model: a wrong stride, padding, groups, a missing
     layer or a ReLU/ReLU6/pool fused where the model has none (e.g. after ResNet's residual add)."""
+    want = [(module_name(layer.name), layer.problem) for layer in load(str(FIXTURES / f"{name}.onnx")).layers]
+    got = [(layer.name, layer.problem) for layer in load(name).layers]
+    assert got == want
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_the_fixtures_are_graph_only_onnx_files(name):
+    """Guards against a fixture committed with its weights (VGG-16's are 528 MB) or one onnx.checker
+    refuses, and against a weight the reader would need the values of."""
+    path = FIXTURES / f"{name}.onnx"
+    assert path.stat().st_size < 200_000
+    model = onnx.load(str(path))
+    onnx.checker.check_model(model, full_check=True)
+    assert all(math.prod(t.dims) <= KEEP for t in model.graph.initializer)
+    weights = {n.input[1] for n in model.graph.node if n.op_type == "Conv"}
+    assert weights <= {i.name for i in model.graph.input}
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", NETS)
+def test_bundled_table_matches_the_torch_model(name):
+    """The table check against torch's own trace of the model definition (torchvision's, and
+    MobileNet v1's from its paper), for when the exporter or the fixtures are in doubt."""
     from cltune.net.torch_layers import layers_of, reference_models
 
     build, _, _ = reference_models()[name]
     want = [(layer.name, layer.problem) for layer in layers_of(build())]
     got = [(layer.name, layer.problem) for layer in load(name).layers]
     assert got == want
+
+
+def graph_of(model) -> tuple:
+    """What a fixture keeps of an export: nodes with their attributes, typed inputs, outputs, small
+    initializers with their values."""
+    g = model.graph
+    nodes = [(n.op_type, n.name, list(n.input), list(n.output), [a.SerializeToString() for a in n.attribute])
+             for n in g.node]
+    return (nodes, [i.SerializeToString() for i in g.input], [o.SerializeToString() for o in g.output],
+            [t.SerializeToString() for t in g.initializer])
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("name", NETS)
+def test_a_fresh_export_has_the_fixture_graph(name):
+    """Guards against fixtures that no longer match the model definitions or the exporter: run
+    scripts/make_net_fixtures.py and commit the files."""
+    from cltune.net.torch_layers import fixture
+
+    fresh = fixture(name)
+    assert graph_of(fresh) == graph_of(onnx.load(str(FIXTURES / f"{name}.onnx")))
 
 
 def test_layer_counts_and_epilogues_are_those_of_the_papers():

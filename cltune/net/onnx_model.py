@@ -5,6 +5,10 @@ pads, dilations and group. What follows it alone is fused as the families fuse i
 BatchNormalization (folded: the layer has a bias), then Relu or Clip(0, 6), then a 2x2 stride-2
 MaxPool. Anything cltune cannot express (asymmetric pads, a 3-D conv, a shape that is not static,
 ConvTranspose) is a UserError naming the node.
+
+Shapes come from the initializers' and graph inputs' dims; values are read only where needed
+(onnx_values.py), so weights in a side file (external data) stay unread and a graph-only file (the
+weights as typed graph inputs, as in tests/data/networks/) reads as its full model.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from ..core.errors import UserError, first_line
 from ..core.problem import Problem
 from .network import Layer, Network
+from .onnx_values import Values, load_shape_inputs
 
 REFUSED_OPS = ("ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv")
 
@@ -26,16 +31,21 @@ def load(path: str | Path) -> Network:
         raise UserError(f"{path}: reading ONNX models needs the onnx package: "
                         "pip install 'cltune[net]'") from None
     try:
-        model = onnx.load(str(path))
-        model = onnx.shape_inference.infer_shapes(model)
-    except Exception as exc:  # onnx raises DecodeError, ValidationError, InferenceError...
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # onnx raises DecodeError, ValidationError...
         raise UserError(f"{path}: not a readable ONNX model: {first_line(exc)}") from None
-    return Network(Path(path).stem, tuple(layers(model.graph, str(path))), str(path),
+    values = Values(model.graph, str(path), Path(path).parent)
+    load_shape_inputs(model.graph, values)
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception as exc:  # InferenceError, ValidationError...
+        raise UserError(f"{path}: not a readable ONNX model: {first_line(exc)}") from None
+    return Network(Path(path).stem, tuple(layers(model.graph, str(path), values)), str(path),
                    f"ONNX model {Path(path).name}")
 
 
-def layers(graph, where: str = "<onnx>") -> list[Layer]:
-    g = _Graph(graph)
+def layers(graph, where: str = "<onnx>", values: Values | None = None) -> list[Layer]:
+    g = _Graph(graph, values or Values(graph, where, Path(".")))
     out, names = [], set()
     for i, node in enumerate(graph.node):
         label = node.name or (node.output[0] if node.output else f"node{i}")
@@ -54,10 +64,8 @@ def layers(graph, where: str = "<onnx>") -> list[Layer]:
 class _Graph:
     """Shapes, constants and consumers of a graph's tensors."""
 
-    def __init__(self, graph):
-        from onnx import numpy_helper
-
-        self.shapes, self.consts, self.users = {}, {}, {}
+    def __init__(self, graph, values: Values):
+        self.values, self.shapes, self.users = values, {}, {}
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
             t = vi.type.tensor_type
             if t.HasField("shape"):
@@ -65,12 +73,7 @@ class _Graph:
                                         for d in t.shape.dim]
         for init in graph.initializer:
             self.shapes[init.name] = list(init.dims)
-            self.consts[init.name] = numpy_helper.to_array(init)
         for node in graph.node:
-            if node.op_type == "Constant" and node.attribute:
-                a = node.attribute[0]
-                if a.name == "value":
-                    self.consts[node.output[0]] = numpy_helper.to_array(a.t)
             for name in node.input:
                 self.users.setdefault(name, []).append(node)
         self.outputs = {o.name for o in graph.output}
@@ -83,7 +86,7 @@ class _Graph:
 
     def scalar(self, node, index: int, attr: str, default):
         if len(node.input) > index and node.input[index]:
-            value = self.consts.get(node.input[index])
+            value = self.values.array(node.input[index], f"{node.op_type} {node.name or node.output[0]!r}")
             return None if value is None or value.size != 1 else float(value.reshape(()))
         return float(_attr(node, attr, default))
 

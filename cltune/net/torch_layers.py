@@ -1,5 +1,6 @@
 """The conv layers of a torch model, read off its traced graph: what the bundled tables are made
-from (scripts/net_tables.py) and checked against (tests/test_net_tables.py). Needs torch.
+from (scripts/net_tables.py) and checked against (pytest -m parity), and the graph-only ONNX files
+the tests check them with (scripts/make_net_fixtures.py). Needs torch, imported where used.
 
 A conv's epilogue is what follows it alone: a BatchNorm (folded into weights and bias: the layer
 has a bias), then ReLU or ReLU6, then a 2x2 stride-2 max-pool. Anything else (an add, a 3x3 pool,
@@ -7,6 +8,8 @@ a second consumer) ends the epilogue.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..core.problem import Problem
 from .network import Layer, Network
@@ -116,3 +119,50 @@ def reference_models() -> dict:
         "vgg16": (lambda: tv.vgg16(weights=None), "VGG-16 (no BatchNorm), 224x224, batch 1",
                   "torchvision.models.vgg16"),
     }
+
+
+KEEP = 16  # an initializer of more elements keeps its name, dtype and dims in a fixture, not its values
+
+
+def fixture(name: str):
+    """The graph-only ONNX model of reference model `name` (tests/data/networks/<name>.onnx)."""
+    import torch
+
+    build, _, source = reference_models()[name]
+    torch.manual_seed(0)  # the exporter merges initializers of equal values into one
+    return graph_only(export_onnx(build()), f"Graph only: {source} exported by torch.onnx.export "
+                      f"(TorchScript, eval mode, BatchNorm folded); made by scripts/make_net_fixtures.py")
+
+
+def export_onnx(model, input_shape=(1, 3, 224, 224)):
+    """The ONNX model a user's export writes: eval mode, torch.onnx.export's TorchScript exporter
+    (BatchNorm folded into the convs), its default opset."""
+    import io
+    import warnings
+
+    import onnx
+    import torch
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript exporter's
+        torch.onnx.export(model.eval(), torch.zeros(input_shape), buf, dynamo=False)
+    return onnx.load_from_string(buf.getvalue())
+
+
+def graph_only(model, note: str):
+    """`model` with every initializer of more than KEEP elements turned into a typed graph input: its
+    name, dtype and dims kept, its values dropped (KB instead of MB; onnx.checker accepts it)."""
+    from onnx import helper
+
+    kept, inputs = [], []
+    for init in model.graph.initializer:
+        if math.prod(init.dims) <= KEEP:
+            kept.append(init)
+        else:
+            inputs.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    model.graph.input.extend(inputs)
+    model.doc_string = note
+    return model
