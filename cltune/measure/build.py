@@ -11,8 +11,12 @@ batch is built again in halves, down to one setting, so a setting's build error 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
+import sys
+import threading
 import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +27,34 @@ import pyopencl as cl
 from ..core.errors import first_line
 
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+_QUIET = {"lock": threading.Lock(), "depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def compiler_quiet():
+    """The process's stderr (fd 2) sent to /dev/null while a program builds: PoCL's clang writes
+    "N warnings generated." there, which the build log (kept in the rows) already says. Builds in
+    several threads share one redirection; the last one out restores fd 2."""
+    with _QUIET["lock"]:
+        if _QUIET["depth"] == 0:
+            try:
+                sys.stderr.flush()
+                _QUIET["saved"] = os.dup(2)
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 2)
+                os.close(null)
+            except OSError:
+                _QUIET["saved"] = None
+        _QUIET["depth"] += 1
+    try:
+        yield
+    finally:
+        with _QUIET["lock"]:
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0 and _QUIET["saved"] is not None:
+                os.dup2(_QUIET["saved"], 2)
+                os.close(_QUIET["saved"])
+                _QUIET["saved"] = None
 
 
 def first_error_line(exc: BaseException) -> str:
@@ -143,7 +175,8 @@ class Builder:
     def _one(self, source: str, options: tuple) -> Built | cl.Error:
         t0 = time.perf_counter()
         try:
-            prg = cl.Program(self.ctx, source).build(options=list(options))
+            with compiler_quiet():
+                prg = cl.Program(self.ctx, source).build(options=list(options))
         except cl.Error as exc:
             return exc
         return Built(prg, "", (time.perf_counter() - t0) * 1e3)
@@ -157,7 +190,8 @@ class Builder:
         source, plain = keys[0][0], split_options(keys[0][1])[1]
         t0 = time.perf_counter()
         try:
-            prg = cl.Program(self.ctx, batch_source(source, [k[1] for k in keys])).build(options=list(plain))
+            with compiler_quiet():
+                prg = cl.Program(self.ctx, batch_source(source, [k[1] for k in keys])).build(options=list(plain))
         except cl.Error:
             self.fallbacks += 1
             half = len(keys) // 2
