@@ -1,0 +1,14 @@
+/* The flat tuning file that cltune deploy writes beside the JSON (cltune_<name>.tsv), read at run
+   time: the same entries and lookup rule as the generated header. */
+#ifndef TUNING_FILE_H
+#define TUNING_FILE_H
+
+#include "cltune_conv2d.h" /* cltune_setting, cltune_launch */
+
+typedef struct { int n; cltune_setting *entries; } tuning_file;
+
+/* 0, or -1 after printing one line naming the file (and line) that could not be read. */
+int tuning_file_load(const char *path, tuning_file *tf);
+const cltune_setting *tuning_file_lookup(const tuning_file *tf, const char *device_name, const char *problem);
+
+#endif
