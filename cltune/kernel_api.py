@@ -29,11 +29,34 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     each checked output and None elsewhere (None: rows are `unverified`), `restrictions`
     expression strings or a function of the knob dict. Returns (rows as a DataFrame, with each
     knob and `time` (ms, the fastest launch) as columns; an environment dict)."""
+    from .results.guard import RESULTS, check_output
+    from .search import tune
+
+    cfg = kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=grid_div_x,
+                        grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,
+                        restrictions=restrictions, answer=answer, atol=atol, rtol=rtol, strategy=strategy,
+                        compiler_options=compiler_options)
+    path = Path(out) if out else None
+    if path is not None:  # a results file is resumed; the kernel's source or other measured data refused
+        sources = kernel_source if isinstance(kernel_source, (list, tuple)) else [kernel_source]
+        check_output(path, [s for s in sources if isinstance(s, (str, Path)) and "\n" not in str(s)], "out",
+                     allowed=(RESULTS,))
+    resume = path is not None and path.is_file() and path.stat().st_size > 0
+    opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,
+                        budget=budget, time_limit_s=time_limit, seed=seed)
+    result = tune.run(cfg, opts)
+    return _table(result.path), _environment(result)
+
+
+def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, *, grid_div_x=None,
+                  grid_div_y=None, grid_div_z=None, block_size_names=None, restrictions=None, answer=None,
+                  atol=1e-6, rtol=1e-5, strategy=None, compiler_options=None, defines=None, verify=None):
+    """The Config a tune_kernel call tunes (its KernelProblem, its one Space), checked before any
+    device is opened; the Kernel Tuner surface (cltune.kernel_tuner) tunes the same one. `defines`:
+    fixed macros (name -> value); `verify`: Kernel Tuner's verify(answer, outputs, atol) (Reference.verify)."""
     from .core import config as cfgmod
     from .core.kernel_problem import KernelProblem, Reference
     from .core.space import Space
-    from .results.guard import RESULTS, check_output
-    from .search import tune
     from .workloads.kernel import register_problem
 
     source = _source(kernel_source)
@@ -52,26 +75,19 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
         glob.append(f"({name} + ({div_text}) - 1) // ({div_text}) * ({block})")
         local.append(block)
     reference = None
-    if answer is not None:
+    if verify is not None:  # the user's function compares: answer as given, any shapes
+        reference = Reference("arrays", verify=verify, answer=tuple(answer or (None,) * len(args)))
+    elif answer is not None:
         reference = Reference("arrays", arrays=tuple((a.name, np.asarray(x)) for a, x in zip(args, answer)
                                                      if x is not None))
     problem = KernelProblem(kernel_name, source, sizes, tuple(glob), tuple(local), tuple(args),
-                            options=tuple(compiler_options or ()), reference=reference, where="tune_kernel")
+                            defines=tuple((defines or {}).items()), options=tuple(compiler_options or ()),
+                            reference=reference, where="tune_kernel")
     register_problem(problem)
     space = Space(problem.family, tuple((k, tuple(v)) for k, v in tune_params.items()),
                   _restrictions(restrictions, tune_params, sizes))
-    cfg = cfgmod.Config(kernel_name, "tune_kernel", problem, (), cfgmod.default_timing(), rtol=rtol, atol=atol,
-                        spaces=(space,), strategy=strategy)
-    path = Path(out) if out else None
-    if path is not None:  # a results file is resumed; the kernel's source or other measured data refused
-        sources = kernel_source if isinstance(kernel_source, (list, tuple)) else [kernel_source]
-        check_output(path, [s for s in sources if isinstance(s, (str, Path)) and "\n" not in str(s)], "out",
-                     allowed=(RESULTS,))
-    resume = path is not None and path.is_file() and path.stat().st_size > 0
-    opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,
-                        budget=budget, time_limit_s=time_limit, seed=seed)
-    result = tune.run(cfg, opts)
-    return _table(result.path), _environment(result)
+    return cfgmod.Config(kernel_name, "tune_kernel", problem, (), cfgmod.default_timing(), rtol=rtol, atol=atol,
+                         spaces=(space,), strategy=strategy)
 
 
 def _source(kernel_source) -> str:

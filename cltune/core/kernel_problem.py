@@ -63,6 +63,10 @@ class Reference:
     arrays: tuple = ()  # arrays: ((output name, ndarray), ...)
     rtol: tuple = ()  # ((output name, rtol), ...); a name "" applies to every output
     atol: tuple = ()
+    # Kernel Tuner's `verify(answer, outputs, atol=None) -> bool`, called instead of the comparison
+    # with `answer` as given (one entry per argument) and the checked arguments' contents (None elsewhere)
+    verify: object = None
+    answer: tuple = ()
 
     def tolerance(self, output: str, rtol: float, atol: float) -> tuple[float, float]:
         r, a = dict(self.rtol), dict(self.atol)

@@ -140,6 +140,15 @@ class KernelData:
             return Status.WRONG_RESULT, None, f"verify({getattr(fn, '__name__', 'verify')}) returned {ok!r}"
         return Status.OK, None, ""
 
+    def arguments_now(self, queue) -> dict:
+        """Every buffer argument's contents as they are now, in its own dtype and shape, waited
+        for (Kernel Tuner's run_kernel returns them all)."""
+        raws, last = self.read(queue)
+        if last is not None:
+            last.wait()
+        return {a.name: raw[self.guard:self.guard + self.host[a.name].nbytes].view(a.np_dtype)
+                .reshape(self.host[a.name].shape).copy() for a, raw in zip(self.problem.buffers, raws)}
+
     def outputs_now(self, queue) -> dict:
         """Every output's contents as they are now, waited for (a reference setting's answer)."""
         out = {}
