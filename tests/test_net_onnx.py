@@ -92,6 +92,55 @@ def test_not_an_onnx_file_and_a_symbolic_batch_are_refused(tmp_path):
         load(str(path))
 
 
+def _reshape_conv_clip(tmp_path, name="m", **external):
+    """x [1, 128] -> Reshape to [1, 8, 4, 4] -> Conv -> Clip(0, 6), saved with the tensors of more
+    than `size_threshold` bytes in the side file m.bin (none when `external` is empty)."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+             helper.make_node("Conv", ["r", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["y"], name="clip")]
+    inits = [numpy_helper.from_array(np.array([1, 8, 4, 4], np.int64), "shape"), _init("w", (16, 8, 3, 3)),
+             _init("b", (16,)), numpy_helper.from_array(np.array(0, np.float32), "lo"),
+             numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / f"{name}.onnx"
+    onnx.save_model(model, str(path), save_as_external_data=bool(external), location="m.bin", **external)
+    return path
+
+
+def test_weights_in_a_side_file_are_read_only_where_needed(tmp_path):
+    """Guards against loading every weight of a model with external data (VGG-16's 528 MB) to read
+    shapes, and against a Reshape target or Clip bounds in the side file going unread."""
+    (tmp_path / "inline").mkdir()
+    (want,) = load(str(_reshape_conv_clip(tmp_path / "inline"))).layers
+    assert (want.problem.input_shape, want.problem.activation, want.problem.bias) == ((1, 8, 4, 4), "relu6", True)
+    (everything,) = load(str(_reshape_conv_clip(tmp_path, size_threshold=0))).layers
+    assert everything.problem == want.problem
+    (tmp_path / "m.bin").unlink()
+    with pytest.raises(UserError, match=r"m.onnx: tensor 'shape': its values are in 'm.bin', which is not "
+                                        r"beside the model, but Reshape 'reshape' needs them"):
+        load(str(tmp_path / "m.onnx"))
+    (weights_only,) = load(str(_reshape_conv_clip(tmp_path, size_threshold=1024))).layers
+    outside = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False).graph.initializer
+    assert [t.name for t in outside if t.data_location == TensorProto.EXTERNAL] == ["w"]
+    (tmp_path / "m.bin").unlink()
+    assert load(str(tmp_path / "m.onnx")).layers[0].problem == weights_only.problem == want.problem
+
+
+def test_a_needed_value_a_graph_only_file_lacks_is_one_line_naming_the_tensor(tmp_path):
+    """Guards against a Clip whose bound was stripped with the weights read as an unfused conv."""
+    model = onnx.load(str(_reshape_conv_clip(tmp_path)))
+    hi = next(t for t in model.graph.initializer if t.name == "hi")
+    model.graph.input.append(helper.make_tensor_value_info("hi", TensorProto.FLOAT, []))
+    model.graph.initializer.remove(hi)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    with pytest.raises(UserError, match=r"m.onnx: tensor 'hi' has no values \(a graph input without data\), "
+                                        r"but Clip 'clip' needs them"):
+        load(str(tmp_path / "m.onnx"))
+
+
+@pytest.mark.parity
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the TorchScript exporter: no onnxscript needed
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
 def test_an_exported_torchvision_model_reads_as_its_bundled_table(tmp_path, name):
