@@ -1,5 +1,6 @@
 """Write the bundled network tables (configs/networks/*.toml) from the model definitions (torchvision,
-and MobileNet v1 from its paper); tests/test_net_tables.py checks them against the same definitions.
+and MobileNet v1 from its paper); tests/test_net_tables.py checks them against graph-only ONNX exports
+of the same definitions (scripts/make_net_fixtures.py), pytest -m parity against torch's own trace.
     python scripts/net_tables.py [NAME ...]"""
 
 import sys
