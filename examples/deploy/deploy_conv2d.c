@@ -4,7 +4,8 @@
    written by `cltune reference`. Exit 0: right answer; 1: wrong answer; 2: usage, input or OpenCL error;
    3: no setting for this device and shape.
 
-   usage: deploy_conv2d [--tuning FILE.tsv] [--as-device NAME] [--device N] [--kernels DIR] REFERENCE */
+   usage: deploy_conv2d [--tuning FILE.tsv] [--as-device NAME] [--device N] [--kernels DIR] REFERENCE
+          deploy_conv2d [--device N] --print-device    (the name a tuning must carry for this device) */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <ctype.h>
@@ -191,7 +192,7 @@ static int check(const reference *ref, const float *out) {
 
 int main(int argc, char **argv) {
     const char *tuning = NULL, *as_device = NULL, *kernels = "kernels", *ref_path = NULL;
-    int index = 0, i, rc;
+    int index = 0, i, rc, print_device = 0;
     char name[256];
     cl_device_id dev;
     reference ref;
@@ -203,8 +204,14 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "--as-device")) as_device = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--kernels")) kernels = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "--device")) index = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--print-device")) print_device = 1;
         else if (argv[i][0] != '-' && !ref_path) ref_path = argv[i];
         else { fprintf(stderr, "usage: %s [--tuning FILE.tsv] [--as-device NAME] [--device N] [--kernels DIR] REFERENCE\n", argv[0]); return 2; }
+    }
+    if (print_device) {
+        if ((rc = pick_device(index, &dev, name))) return rc;
+        printf("%s\n", name);
+        return 0;
     }
     if (!ref_path) { fprintf(stderr, "usage: %s [options] REFERENCE (see the comment at the top)\n", argv[0]); return 2; }
     if (read_reference(ref_path, &ref) || (rc = pick_device(index, &dev, name))) return 2;
