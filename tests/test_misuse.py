@@ -182,3 +182,34 @@ def test_a_negative_local_size_is_refused_before_building_never_a_row(tmp_path):
     with pytest.raises(UserError, match=r"none of its 1 points can run .*kernel.arg\[4\].local \(scratch\)"):
         tune.run(config.load(str(path)), tune.Options(out=tmp_path / "none.csv"))
     assert not (tmp_path / "none.csv").exists()
+
+
+KT = {"tune_params_keys": ["a", "b"], "tune_params": {"a": [1, 2], "b": [3, 4]},
+      "cache": {"1,3": {"a": 1, "b": 3, "time": 1.0}, "2,4": {"a": 2, "b": 4, "time": 2.0}}}
+T4_ROW = {"configuration": {"a": 1}, "times": {"runtimes": [1.0]}}
+
+
+@pytest.mark.parametrize("name, data, key, expected", [
+    ("list_cache.json", {**KT, "cache": [1, 2]}, "cache", "expected an object"),
+    ("string_params.json", {**KT, "tune_params": "ab"}, "tune_params", "expected an object"),
+    ("scalar_values.json", {**KT, "tune_params": {"a": 3, "b": [3, 4]}}, "tune_params", "expected an object of"),
+    ("short_key.json", {**KT, "cache": {"1": {"time": 1.0}}}, "cache key '1'", "expected 2 values (a, b)"),
+    ("t4_lists.json", {"results": [T4_ROW, {**T4_ROW, "configuration": {"a": [1, 2]}}]},
+     "results[1].configuration.a", "expected a number, a string or a boolean, got a list"),
+    ("t4_times.json", {"results": [{**T4_ROW, "times": [1.0]}]}, "results[0].times", "expected an object"),
+])
+def test_a_malformed_replay_file_is_one_line_naming_the_file_and_key(tmp_path, name, data, key, expected):
+    # The bug: raw AttributeError / TypeError / KeyError text, naming no file.
+    from click.testing import CliRunner
+
+    from cltune.cli.commands import main
+    from cltune.results import recorded
+
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError) as caught:
+        recorded.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: {key}: ") and expected in message and "\n" not in message, message
+    res = CliRunner().invoke(main, ["replay", str(path), "--seeds", "1", "--budget", "2"])
+    assert res.exit_code == 2 and res.output.strip() == f"Error: {message}", res.output

@@ -69,15 +69,20 @@ def load(path: str | Path) -> Recorded:
 
 def _from_kernel_tuner(path: Path, data: dict) -> Recorded:
     keys = data.get("tune_params_keys") or list(data["tune_params"])
+    _kt_shapes(path, data, keys)
     rec = Recorded(_stem(path), [(k, tuple(data["tune_params"][k])) for k in keys])
     index = {k: {str(v): v for v in vals} for k, vals in rec.params}
     for key, entry in data["cache"].items():
         if not isinstance(entry, dict):
             continue
+        parts = key.split(",")
+        if len(parts) != len(keys):
+            raise UserError(f"{path}: cache key {key!r}: expected {len(keys)} values ({', '.join(keys)}) "
+                            f"joined with ',', got {len(parts)}")
         try:
-            values = tuple(entry[k] if k in entry else index[k][s] for k, s in zip(keys, key.split(",")))
+            values = tuple(entry[k] if _scalar(entry.get(k, [])) else index[k][s] for k, s in zip(keys, parts))
         except KeyError:
-            continue
+            continue  # a value tune_params does not list: not a point of this space
         t = entry.get("time")
         if t == "InvalidConfig":
             continue  # refused by its restrictions: not a point of the space
@@ -88,8 +93,44 @@ def _from_kernel_tuner(path: Path, data: dict) -> Recorded:
     return rec
 
 
+def _kt_shapes(path: Path, data: dict, keys: list) -> None:
+    """A Kernel Tuner cache's tune_params and cache in the shapes read here (else one line naming
+    the file and the key)."""
+    params = data["tune_params"]
+    if not isinstance(params, dict) or not all(isinstance(params.get(k), list) and params[k]
+                                               and all(_scalar(x) for x in params[k]) for k in keys):
+        raise UserError(f"{path}: tune_params: expected an object of knob names and non-empty lists of "
+                        f"numbers, strings or booleans, got {_what(params)}")
+    if not isinstance(data["cache"], dict):
+        raise UserError(f"{path}: cache: expected an object of points, each keyed by its knob values joined "
+                        f"with ',', got {_what(data['cache'])}")
+
+
+def _scalar(value) -> bool:
+    return value is None or isinstance(value, (int, float, str))
+
+
+def _what(value) -> str:
+    return f"a {type(value).__name__}" if isinstance(value, (dict, list)) else repr(value)[:60]
+
+
+def _t4_checked(path: Path, i: int, r: dict) -> None:
+    """One T4 result's configuration values and times in the shapes read here (else one line)."""
+    for name, value in r["configuration"].items():
+        if not _scalar(value):
+            raise UserError(f"{path}: results[{i}].configuration.{name}: expected a number, a string or a "
+                            f"boolean, got {_what(value)}")
+    times = r.get("times") or {}
+    if not isinstance(times, dict) or not isinstance(times.get("runtimes") or [], list):
+        raise UserError(f"{path}: results[{i}].times: expected an object with a list of runtimes, got {_what(times)}")
+
+
 def _from_t4(path: Path, data: dict) -> Recorded:
-    rows = [r for r in data["results"] if isinstance(r, dict) and isinstance(r.get("configuration"), dict)]
+    rows = []
+    for i, r in enumerate(data["results"]):
+        if isinstance(r, dict) and isinstance(r.get("configuration"), dict):
+            _t4_checked(path, i, r)
+            rows.append(r)
     if not rows:
         raise UserError(f"{path}: T4 results without any configuration")
     names = list(dict.fromkeys(n for r in rows for n in r["configuration"]))  # a knob a row lacks: None
