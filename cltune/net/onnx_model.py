@@ -34,12 +34,12 @@ def load(path: str | Path) -> Network:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # onnx raises DecodeError, ValidationError...
         raise UserError(f"{path}: not a readable ONNX model: {first_line(exc)}") from None
-    values = Values(model.graph, str(path), Path(path).parent)
-    load_shape_inputs(model.graph, values)
+    load_shape_inputs(model.graph, Values(model.graph, str(path), Path(path).parent))
     try:
-        model = onnx.shape_inference.infer_shapes(model)
+        model = onnx.shape_inference.infer_shapes(model)  # a copy: the original is let go
     except Exception as exc:  # InferenceError, ValidationError...
         raise UserError(f"{path}: not a readable ONNX model: {first_line(exc)}") from None
+    values = Values(model.graph, str(path), Path(path).parent)
     return Network(Path(path).stem, tuple(layers(model.graph, str(path), values)), str(path),
                    f"ONNX model {Path(path).name}")
 
