@@ -5,7 +5,6 @@ the community's T4 results JSON, and a cltune results file of an exhaustive swee
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import statistics
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from ..core.errors import UserError
 from ..core.records import TIMED
+from . import ktcache
 
 
 @dataclass(frozen=True)
@@ -54,21 +54,16 @@ def load(path: str | Path) -> Recorded:
         raise UserError(f"{path}: no such file")
     if path.suffix == ".csv":
         return _from_cltune(path)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError, EOFError) as exc:
-        raise UserError(f"{path}: not a JSON file (Kernel Tuner cache or T4 results): {exc}") from None
-    if isinstance(data, dict) and "cache" in data and "tune_params" in data:
-        return _from_kernel_tuner(path, data)
+    data = ktcache.load(path)  # a Kernel Tuner cache whose run was killed is closed as Kernel Tuner does
+    if ktcache.is_cache(data):
+        return _from_kernel_tuner(path, ktcache.checked(data, path))
     if isinstance(data, dict) and isinstance(data.get("results"), list):
         return _from_t4(path, data)
     raise UserError(f"{path}: neither a Kernel Tuner cache (tune_params, cache) nor T4 results (results)")
 
 
 def _from_kernel_tuner(path: Path, data: dict) -> Recorded:
-    keys = data.get("tune_params_keys") or list(data["tune_params"])
+    keys = ktcache.knob_names(data)
     _kt_shapes(path, data, keys)
     rec = Recorded(_stem(path), [(k, tuple(data["tune_params"][k])) for k in keys])
     index = {k: {str(v): v for v in vals} for k, vals in rec.params}
@@ -83,9 +78,10 @@ def _from_kernel_tuner(path: Path, data: dict) -> Recorded:
             values = tuple(entry[k] if _scalar(entry.get(k, [])) else index[k][s] for k, s in zip(keys, parts))
         except KeyError:
             continue  # a value tune_params does not list: not a point of this space
-        t = entry.get("time")
-        if t == "InvalidConfig":
+        error = ktcache.error_name(entry)
+        if error == "InvalidConfig":
             continue  # refused by its restrictions: not a point of the space
+        t = entry.get("time") if error is None else None
         cost = (_num(entry.get("compile_time")) + _num(entry.get("benchmark_time"))
                 + _num(entry.get("verification_time"))) / 1e3
         ok = isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t < 1e19
