@@ -56,11 +56,11 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
 
     try:
         if simulation_mode:
-            run = runner.simulate(cfg, knobs, printer, cached, device_name, budget, time_limit, cfg.seed
-                                  if seed is None else seed)
+            run = runner.simulate(cfg, knobs, printer, cached, device_name, budget, time_limit,
+                                  cfg.seed if seed is None else seed, tune_params)
         else:
             run = _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, iterations,
-                           budget, time_limit, seed, parallel, strategy, verify)
+                           budget, time_limit, seed, parallel, strategy, verify, tune_params)
     finally:
         if writer is not None:
             writer.close()
@@ -83,7 +83,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
 
 
 def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, iterations, budget, time_limit,
-             seed, parallel, strategy, verify):
+             seed, parallel, strategy, verify, tune_params):
     from ..search import tune
     from . import run as runner
 
@@ -91,7 +91,7 @@ def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, 
     opts = tune.Options(device=opt.device_index(platform, device), repeat=iterations, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=_picklable(verify), farm=spec)
     if spec is None:
-        return runner.measure(cfg, opts, knobs, metric_fns, printer, cached, writer)
+        return runner.measure(cfg, opts, knobs, metric_fns, printer, cached, writer, tune_params)
     from .parallel import measure_on_farm
 
     return measure_on_farm(cfg, opts, spec, knobs, metric_fns, printer, writer)
@@ -137,24 +137,17 @@ def _open_cache(cache, kernel_name, kernel_source, problem_size, tune_params, ob
         if simulation_mode:
             raise ValueError("simulation_mode: needs cache=, the file of a tuning to replay")
         return {}, None, None
-    from pathlib import Path
+    from .cache import CacheWriter, cache_path, read_cache
 
-    from .cache import CacheWriter, read_cache
-
-    path = Path(cache)
-    if path.suffix != ".json":
-        path = Path(str(path) + ".json")
+    path = cache_path(cache)
     if simulation_mode:
         if not path.is_file():
             raise ValueError(f"simulation_mode: the cache file {path} does not exist")
         found = read_cache(path, problem_size=problem_size, tune_params=tune_params)
         return found.entries, None, found.device_name
-    entries = {}
-    if path.is_file() and path.stat().st_size:
-        entries = read_cache(path, problem_size=problem_size, tune_params=tune_params).entries
-    source = kernel_source if isinstance(kernel_source, str) else str(kernel_source)
-    writer = CacheWriter(path, kernel_name, source, problem_size, tune_params, None, objective)
-    return entries, writer, None
+    writer = CacheWriter(path, kernel_name, kernel_source if isinstance(kernel_source, str) else None,
+                         problem_size, tune_params, None, objective)
+    return dict(writer.cache.entries), writer, None
 
 
 def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid_div_x=None, grid_div_y=None,

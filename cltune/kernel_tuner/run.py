@@ -32,7 +32,7 @@ def results_folder() -> Path:
     return home() / "kernel_tuner"
 
 
-def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer) -> Run:
+def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_params: dict) -> Run:
     """Open the device, search, re-rank; each search row becomes a result (printed, cached)."""
     from ..core.device_values import bind_config
     from ..core.errors import UserError
@@ -49,6 +49,8 @@ def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer) -> Run:
         run.device = {"device_name": info.name, "platform_name": info.platform,
                       "platform_version": getattr(info, "platform_version", None),
                       "device_version": getattr(info, "version", None)}
+        if writer is not None:
+            writer.set_device(info.name)  # a cache of another device is refused, as Kernel Tuner does
         refusal = cfg.problem.size_refusal(info)
         if refusal:
             raise UserError(refusal)
@@ -63,7 +65,7 @@ def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer) -> Run:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", tune.RefusedPoints)  # the space's size is printed instead
             with session(cfg, backend, run.path, False, False, on_row) as steps:
-                for setting, result in _cached(space, cached, valid):
+                for setting, result in _cached(space, cached, valid, tune_params):
                     key = steps.rec.prepare(setting)["key"]
                     by_key[key] = result
                     steps.sweep.resumed[key] = Outcome(setting, "ok" if "__error__" not in result else "error",
@@ -96,21 +98,22 @@ def row_handler(knobs, metrics, printer, writer, by_key: dict):
         by_key[row["key"]] = result
         printer.result(result)
         if writer is not None:
+            if writer.cache.device_name is None:  # a farm's: known from its first row
+                writer.set_device(row["device"])
             writer.add(result)
     return on_row
 
 
-def _cached(space, cached: dict, valid) -> list:
+def _cached(space, cached: dict, valid, tune_params: dict) -> list:
     """(setting, result) of each cache entry that is a point of the space (timings zeroed, as
     Kernel Tuner reads its cache)."""
     if not cached:
         return []
     from .cache import cache_key
 
-    names = [k for k, _ in space.params]
     out = []
     for setting in valid if valid is not None else ():
-        key = cache_key(setting.values, {k: None for k in names})
+        key = cache_key(setting.values, tune_params)
         if key in cached:
             entry = dict(cached[key])
             entry.update(compile_time=0, verification_time=0, benchmark_time=0)
@@ -118,7 +121,8 @@ def _cached(space, cached: dict, valid) -> list:
     return out
 
 
-def simulate(cfg, knobs, printer, cached: dict, device_name: str, budget, time_limit, seed) -> Run:
+def simulate(cfg, knobs, printer, cached: dict, device_name: str, budget, time_limit, seed,
+             tune_params: dict) -> Run:
     """The search over the cache alone (no device): each point it asks for is the cache's entry,
     or an InvalidConfig when the cache lacks it."""
     from ..search.strategies import BudgetExhausted, Search, get
@@ -128,7 +132,7 @@ def simulate(cfg, knobs, printer, cached: dict, device_name: str, budget, time_l
     printer.start(f"{device_name} (simulated from the cache)", len(valid), budget or len(valid))
     run, seen = Run(device={"device_name": device_name}), {}
     start = time.monotonic()
-    hits = dict(_cached(space, cached, valid))
+    hits = dict(_cached(space, cached, valid, tune_params))
 
     def evaluate(setting: Setting, upcoming=()):
         if setting.key in seen:
