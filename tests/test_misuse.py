@@ -213,3 +213,27 @@ def test_a_malformed_replay_file_is_one_line_naming_the_file_and_key(tmp_path, n
     assert message.startswith(f"{path}: {key}: ") and expected in message and "\n" not in message, message
     res = CliRunner().invoke(main, ["replay", str(path), "--seeds", "1", "--budget", "2"])
     assert res.exit_code == 2 and res.output.strip() == f"Error: {message}", res.output
+
+
+def test_a_resume_whose_new_settings_all_fail_is_judged_on_the_whole_file(tmp_path):
+    # The bug: `nothing measured` (exit 1) because the remaining settings all timed out, though
+    # the file held ok rows; the best of the file is what the sweep found.
+    path = tmp_path / "r.csv"
+    opts = tune.Options(isolation=False, strategy="exhaustive")
+    first = tune.run(make_config(budget=2, settings=False), replace(opts, out=path), backend=FakeBackend())
+    held = {r["params"] for r in first.rows if r["phase"] == "search"}
+    cfg = make_config(budget=4, settings=False)
+    dry = FakeBackend()
+    tune.run(cfg, replace(opts, out=tmp_path / "dry.csv"), backend=dry)
+    hang = {s.params_json: Status.TIMEOUT for s in dry.measured if s.params_json not in held}
+    res = tune.run(cfg, replace(opts, resume=path), backend=FakeBackend(fail=hang))
+    assert [r["status"] for r in res.rows if r["phase"] == "search"] == ["timeout", "timeout"]
+    assert tune.failure(res, cfg.baseline) is None
+    assert res.ranking and {r["params"] for r in res.ranking} <= held
+    # a file whose every row failed still says so, counting them all
+    bad = tmp_path / "bad.csv"
+    tune.run(make_config(budget=1, settings=False), replace(opts, out=bad), backend=FakeBackend(fail=hang | {
+        s.params_json: Status.CRASHED for s in dry.measured}))
+    again = tune.run(make_config(budget=2, settings=False), replace(opts, resume=bad), backend=FakeBackend(fail=hang | {
+        s.params_json: Status.CRASHED for s in dry.measured}))
+    assert tune.failure(again, None).startswith("all 2 settings failed")

@@ -26,6 +26,7 @@ class Result:
     rows: list = field(default_factory=list)
     ranking: list = field(default_factory=list)  # rows of the final ranking, fastest first
     baseline_ms: float | None = None
+    held: list = field(default_factory=list)  # the search rows a resumed file held
 
 
 def default_timeout(wall_ms: float | None) -> float:
@@ -187,7 +188,8 @@ class Steps:
         the baseline measured again, interleaved, so their ranking and speedup are side by side; a
         finished sweep resumed measures nothing again."""
         cfg, rec = self.cfg, self.rec
-        res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None)
+        held = rec.held[rec.held["phase"] == "search"].to_dict("records") if rec.held is not None else []
+        res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None, held=held)
         top = self.sweep.top(cfg.rerank, cfg.rerank_per_family, cfg.rerank_within, cfg.rerank_max)
         # Of each family's (or the whole run's) share of `top`, its first `rerank` are the plain top.
         groups = Counter(o.setting.family if cfg.rerank_per_family else None for o in top)
@@ -209,8 +211,8 @@ class Steps:
         elif nothing_new:
             final = results.ok_rows(rec.held[rec.held["phase"] == "rerank"]).to_dict("records")
         else:
-            keys = {rec.prepare(o.setting)["key"] for o in top}
-            final = [r for r in rec.rows if r["key"] in keys]
+            keys = {rec.prepare(o.setting)["key"] for o in top}  # the file's rows: a resumed best too
+            final = list({r["key"]: r for r in [*held, *rec.rows] if r["key"] in keys}.values())
         res.ranking = sorted(final, key=lambda r: r[schema.TIME])
         base = [r for r in final if r["setting"] == cfg.baseline]
         if base:  # measured beside the others: the speedup is side by side

@@ -121,16 +121,18 @@ def _run(cfg, opts: Options, backend, on_row) -> Result:
 
 
 def failure(result: Result, baseline: str | None) -> str | None:
-    """Why a sweep measured nothing usable (its baseline, or every setting, failed), else None.
-    The rows stay in the file; the command says this in one line and exits non-zero."""
-    first = [r for r in result.rows if r["phase"] == "search"]
-    if not first:
+    """Why a sweep's file holds nothing usable (its baseline, or every setting, failed), else None:
+    a resumed file is judged whole, each setting by its last row. The rows stay in the file; the
+    command says this in one line and exits non-zero."""
+    new = [r for r in result.rows if r["phase"] == "search"]
+    if not new:
         return None  # a resumed sweep with nothing left to measure
+    first = list({r["key"]: r for r in [*result.held, *new]}.values())
     ok = [r for r in first if timed(r["status"])]
     base = next((r for r in first if r["setting"] == baseline), None)
     if ok and (base is None or timed(base["status"])):
         return None
-    bad = base if base is not None and not timed(base["status"]) else first[0]
+    bad = base if base is not None and not timed(base["status"]) else new[0]
     what = (f"the baseline {bad['setting']} failed" if bad is base and ok
             else f"all {len(first)} settings failed")
     return f"{what} ({bad['status']}: {bad['error']}); the rows are in {result.path}"
