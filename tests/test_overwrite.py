@@ -23,6 +23,12 @@ from .test_tuning import make_config
 HUB_CACHE = Path(__file__).parent / "fixtures" / "hub" / "convolution_milo_A100.json.gz"
 
 
+@pytest.fixture(autouse=True)
+def own_home(tmp_path, monkeypatch):
+    """Should a check fail and a command run (peak, best, net), it writes no database of the user's."""
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+
+
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """A results file of a fake device's sweep, with its .device.json."""

@@ -74,9 +74,10 @@ def check(opts: NetOptions) -> None:
     if opts.out and opts.resume:
         raise UserError("--out and --resume both name the run folder; give one")
     tune.check_options(replace(opts, out=None))  # `out` is a folder here
-    if opts.out:  # measured data there (another run's, a sweep's) is never written over or mixed with
-        again = (Path(opts.out) / "network.json").exists()
-        check_output_dir(opts.out, hint=f"continue that run with --resume {opts.out}" if again else None)
+    if opts.out:  # a run there is continued; other measured data there is never written over or mixed with
+        if (Path(opts.out) / "network.json").exists():
+            raise UserError(f"{opts.out}: already holds a network run; continue it with --resume {opts.out}")
+        check_output_dir(opts.out)
     if opts.budget is None and opts.time_limit_s is None:
         raise UserError("cltune net needs a budget: --budget N (settings in total) or --time-limit S")
     if opts.policy not in POLICIES:
