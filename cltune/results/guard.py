@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 import os
 from pathlib import Path
 
 from ..core.errors import UserError
-from . import schema
+from . import ktcache, schema
 
 RESULTS = "cltune results"
 SIDECAR = "a results file's device description"
@@ -57,8 +56,8 @@ def holds(path: str | Path) -> str | None:
 def _json_kind(path: Path, gz: bool) -> str | None:
     try:
         with (gzip.open(path, "rt") if gz else open(path)) as fh:
-            data = json.load(fh)
-    except (OSError, ValueError, EOFError):
+            data = ktcache.parse(fh.read(), path)  # a Kernel Tuner cache still being written lacks its end
+    except (OSError, ValueError, EOFError):  # UserError is a ValueError
         return None
     if not isinstance(data, dict):
         return None

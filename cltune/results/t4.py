@@ -1,9 +1,11 @@
-"""A cltune results file as T4 results JSON (the auto-tuning community's format, which Kernel
-Tuner writes and the autotuning methodology tools read): one entry per measured setting."""
+"""T4 results JSON (the auto-tuning community's format, which Kernel Tuner writes and the autotuning
+methodology tools read): one entry per measured setting. `to_t4` turns a cltune results file into
+it; `entry`, `timings` and `document` are the pieces cltune.kernel_tuner.file_utils shares."""
 
 from __future__ import annotations
 
 import json
+import math
 
 from ..core.records import TIMED
 
@@ -12,6 +14,38 @@ SCHEMA_VERSION = "1.0.0"
 INVALIDITY = {"ok": "correct", "unverified": "correct", "wrong_result": "correctness", "build_error": "compile",
               "launch_error": "runtime", "out_of_bounds": "runtime", "crashed": "runtime", "error": "runtime",
               "timeout": "timeout", "invalid": "constraints"}
+
+
+def timings(compilation, runtimes, benchmark, framework=0.0, search_algorithm=0.0, validation=0.0) -> dict:
+    """An entry's `times` (ms). The compile time is under both names in use: the schema's
+    `compilation_time` and `compilation`, which Kernel Tuner writes and its tools read."""
+    compilation = _ms(compilation)
+    return {"compilation_time": compilation, "compilation": compilation, "runtimes": [float(t) for t in runtimes],
+            "benchmark": _ms(benchmark), "framework": _ms(framework), "search_algorithm": _ms(search_algorithm),
+            "validation": _ms(validation)}
+
+
+def entry(configuration: dict, times: dict, invalidity: str, measurements: list, objectives: list,
+          timestamp=None) -> dict:
+    """One setting's T4 entry; `correctness` is 0 only for a wrong answer."""
+    out = {"timestamp": str(timestamp)} if timestamp not in (None, "") else {}
+    out.update(configuration=configuration, times=times, invalidity=invalidity,
+               correctness=0 if invalidity == "correctness" else 1, measurements=measurements,
+               objectives=list(objectives))
+    return out
+
+
+def measurement(name: str, value, unit: str) -> dict | None:
+    """{name, value, unit}, or None for a value T4 cannot hold (None, NaN, infinity)."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return {"name": name, "value": value, "unit": unit}
+
+
+def document(entries: list) -> dict:
+    return {"schema_version": SCHEMA_VERSION, "results": entries, "metadata": {"timeunit": "milliseconds"}}
 
 
 def to_t4(df) -> dict:
@@ -26,32 +60,24 @@ def to_t4(df) -> dict:
         if len(families) > 1:
             conf = {"family": r["family"], **conf}
         runtimes = schema.samples(r)
-        ok = r["status"] in TIMED
         measurements = []
-        if ok:
-            measurements.append({"name": "time", "value": float(r[schema.TIME]), "unit": "ms"})
-            for name, col, unit in (("time_median", "run_ms_median", "ms"), ("GFLOP/s", "gflops", "GFLOP/s"),
-                                    ("GB/s", "gbps", "GB/s")):
-                v = r.get(col)
-                if v == v and v is not None:
-                    measurements.append({"name": name, "value": float(v), "unit": unit})
-        out.append({
-            "timestamp": str(r.get("time", "")),
-            "configuration": conf,
-            "times": {"compilation_time": _ms(r.get("build_ms")), "runtimes": runtimes,
-                      "benchmark": float(sum(runtimes)), "framework": 0.0, "search_algorithm": 0.0,
-                      "validation": 0.0},
-            "invalidity": INVALIDITY.get(r["status"], "runtime"),
-            "correctness": 0 if r["status"] == "wrong_result" else 1,
-            "measurements": measurements,
-            "objectives": ["time"],
-        })
-    return {"schema_version": SCHEMA_VERSION, "results": out}
+        if r["status"] in TIMED:
+            for name, col, unit in (("time", schema.TIME, "ms"), ("time_median", "run_ms_median", "ms"),
+                                    ("GFLOP/s", "gflops", "GFLOP/s"), ("GB/s", "gbps", "GB/s")):
+                measurements.append(measurement(name, _number(r.get(col)), unit))
+        out.append(entry(conf, timings(r.get("build_ms"), runtimes, sum(runtimes)),
+                         INVALIDITY.get(r["status"], "runtime"), [m for m in measurements if m], ["time"],
+                         r.get("time", "")))
+    return document(out)
+
+
+def _number(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def _ms(v) -> float:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return 0.0
-    return v if v == v else 0.0
+    v = _number(v)
+    return v if v is not None and math.isfinite(v) else 0.0
