@@ -65,7 +65,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
         if writer is not None:
             writer.close()
     results = run.results
-    call = {"problem_size": problem_size, "tune_params": tune_params, "iterations": iterations,
+    call = {"problem_size": _plain(problem_size), "tune_params": _plain(tune_params), "iterations": iterations,
             "compiler_options": compiler_options, "objective": objective, "objective_higher_is_better": higher,
             "strategy": strategy or "brute_force", "cltune_strategy": cfg.search_strategy,
             "strategy_options": strategy_options or {}, "results_file": str(run.path) if run.path else None,
@@ -97,11 +97,27 @@ def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, 
     return measure_on_farm(cfg, opts, spec, knobs, metric_fns, printer, writer)
 
 
+def _plain(value):
+    """A value as JSON holds it (env is json.dump'ed by Kernel Tuner's examples): numpy scalars and
+    arrays, ranges and tuples as Python values and lists, a function by its name."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, range)) or hasattr(value, "tolist"):
+        value = value.tolist() if hasattr(value, "tolist") else list(value)
+        return [_plain(v) for v in value] if isinstance(value, list) else value
+    if callable(value):
+        return getattr(value, "__name__", "a function")
+    return value
+
+
 def _picklable(fn) -> bool:
-    """Whether `verify` can cross to the worker process; a nested function or lambda cannot, and
-    the tuning then runs in this process (no isolation from a crashing kernel)."""
+    """Whether `verify` can cross to the worker process; a nested function, a lambda or one of the
+    script itself (the worker does not run the script's __main__) cannot, and the tuning then runs
+    in this process (no isolation from a crashing kernel)."""
     if fn is None:
         return True
+    if getattr(fn, "__module__", None) == "__main__":
+        return False
     try:
         pickle.dumps(fn)
     except Exception:  # noqa: BLE001 (pickling fails in many ways: PicklingError, AttributeError, TypeError)
