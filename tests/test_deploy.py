@@ -105,9 +105,9 @@ def test_the_flat_form_holds_every_entry_and_the_default_as_star():
 
 LOOKUP_MAIN = r"""
 #include <stdio.h>
-#include "cltune_conv2d.h"
+#include "cltune_NAME.h"
 int main(int argc, char **argv) {
-    const cltune_setting *s = cltune_conv2d_lookup(argv[1], argv[2]);
+    const cltune_setting *s = cltune_NAME_lookup(argv[1], argv[2]);
     (void)argc;
     if (!s) { printf("NULL\n"); return 0; }
     printf("%s|%s|%s|%s|%d\n", s->device, s->match, s->tuned_problem, s->options, s->n_launches);
@@ -116,12 +116,13 @@ int main(int argc, char **argv) {
 """
 
 
-def compiled_lookup(tmp_path, dep):
+def compiled_lookup(tmp_path, dep, name="conv2d"):
+    """The header's lookup, compiled into a program: (device, problem) -> its printed entry fields."""
     cc = shutil.which("cc")
     if cc is None:
         pytest.skip("no C compiler (cc) on this machine: scripts/system-deps installs one in CI")
-    (tmp_path / "cltune_conv2d.h").write_text(to_header(dep, "conv2d"))
-    (tmp_path / "main.c").write_text(LOOKUP_MAIN)
+    (tmp_path / f"cltune_{name}.h").write_text(to_header(dep, name))
+    (tmp_path / "main.c").write_text(LOOKUP_MAIN.replace("NAME", name))
     out = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I", str(tmp_path), "-o",
                           str(tmp_path / "lookup"), str(tmp_path / "main.c")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -13,12 +13,18 @@ from .tuning_json import flat_path, to_flat, to_json, write_all
 
 
 def read_inputs(files: list[str], db: str | None) -> tuple[list[dict], str]:
-    """(measurements, what they were read from, for messages): results files, or the best-config database ("" for the default one)."""
+    """(measurements, what they were read from, for messages): results files (cltune CSV, Kernel
+    Tuner results JSON), or the best-config database ("" for the default one)."""
     if files and db is not None:
         raise UserError("give RESULTS files or --db, not both")
     if not files:
         return sources.from_database(db or None), db or "the best-config database"
-    return sources.from_results(files), ", ".join(files)
+    from .kt_results import from_kt_results, is_kt_results
+
+    kt = [f for f in files if is_kt_results(f)]
+    csvs = [f for f in files if f not in kt]
+    ms = (sources.from_results(csvs) if csvs else []) + [m for f in kt for m in from_kt_results(f)]
+    return ms, ", ".join(files)
 
 
 def outputs(out_dir: str | Path, name: str) -> dict[str, Path]:

@@ -75,6 +75,27 @@ def _entry(name: str, i: int, device: str, driver: str, e: dict) -> tuple[list[s
     return arrays, "{" + ", ".join(fields) + "}"
 
 
+def _kt_names(deployment: dict) -> str:
+    """C that makes device_name Kernel Tuner's form of it, for a deployment of KT results (whose
+    device names are stored that way): each run of characters other than letters and digits one _,
+    after trimming white space."""
+    if deployment.get("device_names") != "kernel_tuner":
+        return ""
+    return r"""    char kt[256];
+    size_t n = 0;
+    const char *c = device_name, *end = device_name + strlen(device_name);
+    while (c < end && (*c == ' ' || (*c >= '\t' && *c <= '\r'))) ++c;
+    while (end > c && (end[-1] == ' ' || (end[-1] >= '\t' && end[-1] <= '\r'))) --end;
+    for (; c < end && n < sizeof kt - 1; ++c) {
+        int alnum = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z');
+        if (alnum) kt[n++] = *c;
+        else if (n == 0 || kt[n - 1] != '_') kt[n++] = '_';
+    }
+    kt[n] = '\0';
+    device_name = kt;
+"""
+
+
 def to_header(deployment: dict, name: str) -> str:
     """The header's text for a deployment (one kernel), its symbols prefixed cltune_<name>_."""
     c_name(name)
@@ -109,7 +130,7 @@ enum {{ cltune_{name}_n_tuned = {n_devices}, cltune_{name}_n_settings = {len(row
    problem: a conv problem key such as n1_c8_h16_w16_k8_r3_s3_st1x1_p1x1_d1x1_g1. */
 static inline const cltune_setting *cltune_{name}_lookup(const char *device_name, const char *problem) {{
     int i;
-    for (i = 0; i < cltune_{name}_n_tuned; ++i)
+{_kt_names(deployment)}    for (i = 0; i < cltune_{name}_n_tuned; ++i)
         if (strcmp(cltune_{name}_settings[i].device, device_name) == 0
             && strcmp(cltune_{name}_settings[i].problem, problem) == 0)
             return &cltune_{name}_settings[i];

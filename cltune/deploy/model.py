@@ -19,7 +19,7 @@ import math
 from ..core.errors import UserError
 from ..core.space import Setting
 from ..results.nearest import accepts, nearest, problem_from_key
-from .realize import realize
+from .realize import defines_of, realize
 
 SCHEMA_VERSION = 1
 # Nearest: the log2 distance of in/out channels and height/width, summed (plus 0.5 for another
@@ -60,7 +60,18 @@ def shape_of(key: str, where: str) -> object:
     return problem
 
 
+def raw_entry(m: dict) -> dict:
+    """A setting of a kernel cltune cannot rebuild here (a kernel of your own, Kernel Tuner's): the
+    options it was measured with, as recorded; no launches."""
+    options = m.get("build_options") or ""
+    return {"options": options, "defines": defines_of(options.split()), "sources": m.get("sources") or [],
+            "source_hash": m.get("source_hash"), "launches": None}
+
+
 def exact_entry(m: dict) -> dict:
+    if m.get("raw"):
+        return {"problem": m["problem"], "match": "exact", "setting": m["setting"], "family": m["family"],
+                "params": m["params"], "run_ms": m["run_ms"], **raw_entry(m)}
     entry = realize(m["family"], m["params"], shape_of(m["problem"], m["source"]))
     if m.get("build_options") and m["build_options"] != entry["options"]:
         raise UserError(f"{m['source']}: {m['setting']} on {m['problem']} was built with "
@@ -114,8 +125,14 @@ def default_ranking(devices: dict[str, list[dict]]) -> tuple[str, list[dict]]:
     return ("geomean" if scored else "most_wins"), ranked
 
 
-def default_entry(key: str, ranked: list[dict]) -> dict | None:
-    """The first ranked setting whose family accepts the shape, made concrete for it."""
+def default_entry(key: str, ranked: list[dict], ms: list[dict]) -> dict | None:
+    """The first ranked setting whose family accepts the shape, made concrete for it (a raw kernel's:
+    the first measured on the shape, with the options it was measured with)."""
+    if ranked and ranked[0].get("raw"):
+        measured = {ident(m): m for m in ms if m["problem"] == key}
+        hit = next((measured[ident(m)] for m in ranked if ident(m) in measured), None)
+        return hit and {"problem": key, "match": "default", "setting": hit["setting"], "family": hit["family"],
+                        "params": hit["params"], **raw_entry(hit)}
     problem = shape_of(key, "--shape")
     for m in ranked:
         if accepts(Setting.make(m["setting"], m["family"], m["params"]), problem, None):
@@ -128,6 +145,10 @@ def build(ms: list[dict], kernel: str, shapes=(), max_distance: float = MAX_DIST
     """The deployment of one kernel (the JSON tuning file's content) from its measurements."""
     from ..core.version import __version__
 
+    raw = any(m.get("raw") for m in ms)
+    if raw and shapes:
+        raise UserError(f"--shape {shapes[0]}: the nearest tuned shape is for conv kernels; {kernel}'s shapes "
+                        f"are not conv problems (deploy its tuned shapes only)")
     devices = newest_driver(ms)
     bests = {name: winners(rows) for name, rows in devices.items()}
     keys = sorted({p for b in bests.values() for p in b} | set(shapes))
@@ -135,7 +156,8 @@ def build(ms: list[dict], kernel: str, shapes=(), max_distance: float = MAX_DIST
     for name, rows in devices.items():
         entries = []
         for key in keys:
-            entry = exact_entry(bests[name][key]) if key in bests[name] else near_entry(key, bests[name], max_distance)
+            entry = exact_entry(bests[name][key]) if key in bests[name] else \
+                None if raw else near_entry(key, bests[name], max_distance)
             if entry is not None:
                 entries.append(entry)
         out_devices.append({"device": name, "driver": rows[0]["driver"], "platform": rows[0]["platform"],
@@ -145,7 +167,8 @@ def build(ms: list[dict], kernel: str, shapes=(), max_distance: float = MAX_DIST
             raise UserError(f"--shape {key}: no tuned shape is near enough on any device (same filter, stride, "
                             f"dilation and kind, distance <= {max_distance:g}); tune it, or raise --max-distance")
     rule, ranked = default_ranking(devices)
-    defaults = [e for e in (default_entry(k, ranked) for k in keys) if e is not None]
+    defaults = [e for e in (default_entry(k, ranked, ms) for k in keys) if e is not None]
     return {"schema_version": SCHEMA_VERSION, "generator": f"cltune {__version__}", "kernel": kernel,
-            "max_distance": max_distance, "devices": out_devices,
+            "max_distance": max_distance, "device_names": "kernel_tuner" if any(m.get("kt") for m in ms) else "cltune",
+            "devices": out_devices,
             "default": {"rule": rule, "entries": defaults}}

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..results.nearest import problem_from_key
 
 KEYS = ("device", "driver", "platform", "problem", "family", "setting", "params", "run_ms", "build_options",
         "measured")
@@ -28,7 +29,8 @@ def from_results(files: list[str | Path]) -> list[dict]:
                         "problem": r["problem"], "family": r["family"], "setting": r["setting"],
                         "params": json.loads(r["params"]), "run_ms": float(r[schema.TIME]),
                         "build_options": r["build_options"], "measured": str(r["time"]),
-                        "rerank": r["phase"] == "rerank", "source": str(f)})
+                        "rerank": r["phase"] == "rerank", "source": str(f), "source_hash": r.get("source_hash"),
+                        "raw": problem_from_key(r["problem"]) is None})
     if not out:
         raise UserError(f"{', '.join(map(str, files))}: no verified (ok) row to deploy")
     return out
@@ -44,8 +46,8 @@ def from_database(path: str | Path | None) -> list[dict]:
     entries = store.all_best(path)
     if not entries:
         raise UserError(f"{where}: the best-config database holds no entry")
-    return [{**{k: e.get(k) for k in KEYS}, "driver": str(e.get("driver")), "rerank": True, "source": str(where)}
-            for e in entries]
+    return [{**{k: e.get(k) for k in KEYS}, "driver": str(e.get("driver")), "rerank": True, "source": str(where),
+             "source_hash": e.get("source_hash"), "raw": problem_from_key(e["problem"]) is None} for e in entries]
 
 
 def of_kernel(ms: list[dict], kernel: str | None, where: str) -> tuple[str, list[dict]]:
