@@ -231,3 +231,128 @@ def test_replay_reads_a_kernel_tuner_cache_whose_run_was_killed(tmp_path):
     rec = load(path)
     assert rec.points[(16, 1, 0.5)].time == 2.0 and rec.points[(32, 1, 0.5)].time is None
     assert (64, 1, 0.5) not in rec.points  # refused by its restrictions: not a point of the space
+
+
+# --- T4 results and metadata (file_utils) ----------------------------------------------------------
+
+from cltune.kernel_tuner import file_utils as fu  # noqa: E402
+
+
+def strict(path):
+    """The file as strict JSON (no NaN or Infinity, which T4 readers outside Python refuse)."""
+    def refuse(name):
+        raise AssertionError(f"{path} holds {name}")
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def our_results():
+    return [result(16, 1, 0.5, 2.0, **{"GFLOP/s": np.float64(12.5), "status": "ok"}),
+            result(32, 1, 0.5, error=CompilationFailedConfig(), status="build_error"),
+            result(64, 1, 0.5, error=WrongResultConfig(), status="wrong_result"),
+            result(16, 2, 0.5, error=ktc.RuntimeFailedConfig(), status="timeout"),
+            result(32, 2, 1.0, error=InvalidConfig())]
+
+
+def test_store_output_file_writes_t4_as_kernel_tuner_does(tmp_path):
+    kt_files = pytest.importorskip("kernel_tuner.file_utils")
+    jsonschema = pytest.importorskip("jsonschema")
+    fu.store_output_file(str(tmp_path / "sub" / "out"), our_results(), TUNE)  # ".json" added, folder made
+    ours = strict(tmp_path / "sub" / "out.json")
+    jsonschema.validate(ours, kt_files.output_file_schema("results")[1])
+    ok = ours["results"][0]
+    theirs = kt_files.get_t4_results([result(16, 1, 0.5, 2.0, **{"GFLOP/s": 12.5})], TUNE)
+    kt_ok = theirs["results"][0]
+    for key in ("timestamp", "configuration", "invalidity", "correctness", "objectives"):
+        assert ok[key] == kt_ok[key], key
+    assert {k: v for k, v in ok["times"].items() if k in kt_ok["times"]} == kt_ok["times"]
+    kt_measured = {m["name"]: (m["value"], m["unit"]) for m in kt_ok["measurements"]}
+    assert {m["name"]: (m["value"], m["unit"]) for m in ok["measurements"] if m["name"] in kt_measured} == kt_measured
+    assert ours["schema_version"] == theirs["schema_version"] and ours["metadata"] == theirs["metadata"]
+    assert [r["invalidity"] for r in ours["results"]] == ["correct", "compile", "correctness", "timeout",
+                                                          "constraints"]
+    assert [r["correctness"] for r in ours["results"]] == [1, 1, 0, 1, 1]
+    assert all(m["name"] != "time" for r in ours["results"][1:] for m in r["measurements"])  # no time for a failure
+
+
+def test_t4_files_go_both_ways_through_replay(tmp_path):
+    # cltune replay reads T4: what Kernel Tuner writes and what store_output_file writes read alike.
+    kt_files = pytest.importorskip("kernel_tuner.file_utils")
+    from cltune.results.recorded import load
+
+    kt_style = [result(16, 1, 0.5, 2.0), result(32, 1, 0.5, 1.5), result(64, 1, 0.5, 3.0)]
+    for r in kt_style:
+        del r["times"]
+    kt_files.store_output_file(str(tmp_path / "kt.json"), kt_style, TUNE)
+    fu.store_output_file(tmp_path / "ours.json", kt_style, TUNE)
+    a, b = load(tmp_path / "kt.json"), load(tmp_path / "ours.json")
+    assert a.points == b.points and a.params == b.params and a.optimum == 1.5
+
+
+def test_store_output_file_never_writes_over_a_cache_and_refuses_many_objectives(tmp_path):
+    cache = tmp_path / "c.json"
+    write_ours(cache, [result(16, 1, 0.5)], close=False)  # a cache still being written
+    with pytest.raises(UserError, match=f"{cache}: already holds a Kernel Tuner cache"):
+        fu.store_output_file(cache, our_results(), TUNE)
+    with pytest.raises(ValueError, match="multiple objectives"):
+        fu.get_t4_results(our_results(), TUNE, objective=["time", "GFLOP/s"])
+    fu.store_output_file(tmp_path / "t4", our_results(), TUNE)
+    fu.store_output_file(tmp_path / "t4", our_results()[:1], TUNE)  # an earlier T4 file is replaced
+    assert len(strict(tmp_path / "t4.json")["results"]) == 1
+
+
+def test_metadata_names_the_host_and_the_opencl_devices(tmp_path):
+    kt_files = pytest.importorskip("kernel_tuner.file_utils")
+    jsonschema = pytest.importorskip("jsonschema")
+    fu.store_metadata_file(str(tmp_path / "meta"))
+    doc = strict(tmp_path / "meta.json")
+    jsonschema.validate(doc, kt_files.output_file_schema("metadata")[1])
+    meta = doc["metadata"]
+    assert meta["operating_system"] in ("Linux", "Mac", "Windows", "unidentified OS")
+    assert meta["hardware"]["hardware_description"][0]["logical_cpus"] >= 1
+    assert any(r.startswith("cltune==") for r in meta["environment"]["requirements"])
+    devices = meta["environment"]["device_query"]["opencl"]
+    assert isinstance(devices, dict) and "error" in devices or all("name" in d for d in devices)
+
+
+def test_metadata_without_a_driver_says_what_is_missing(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="not 'nvidia'"):
+        fu.get_device_query("nvidia")
+
+    def no_driver(target="opencl"):
+        raise UserError("no OpenCL platform found: install PoCL")
+    monkeypatch.setattr(fu, "get_device_query", no_driver)
+    fu.store_metadata_file(tmp_path / "meta.json")
+    query = strict(tmp_path / "meta.json")["metadata"]["environment"]["device_query"]
+    assert query == {"opencl": {"error": "no OpenCL device described: no OpenCL platform found: install PoCL"}}
+
+
+def test_metadata_without_pyopencl_says_so():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['pyopencl'] = None\n"
+            "from cltune.kernel_tuner.file_utils import get_t4_metadata\n"
+            "print(get_t4_metadata()['metadata']['environment']['device_query']['opencl']['error'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "no OpenCL device described: pyopencl cannot be imported"
+
+
+T1 = {"General": {"FormatVersion": 1}, "ConfigurationSpace": {"TuningParameters": [
+    {"Name": "block_size_x", "Type": "int", "Values": "[32, 64]", "Default": 32}], "Conditions": []},
+    "KernelSpecification": {"Language": "OpenCL", "KernelName": "vadd", "KernelFile": "vadd.cl",
+                            "GlobalSize": {"X": "N"}, "LocalSize": {"X": "block_size_x"}, "Arguments": []}}
+
+
+def test_get_input_file_reads_t1_and_names_a_missing_key(tmp_path):
+    path = tmp_path / "t1.json"
+    path.write_text(json.dumps(T1))
+    assert fu.get_input_file(path) == T1
+    kt_files = pytest.importorskip("kernel_tuner.file_utils")
+    assert kt_files.get_input_file(path) == T1  # Kernel Tuner accepts the same file
+    broken = json.loads(json.dumps(T1))
+    del broken["KernelSpecification"]["KernelName"]
+    path.write_text(json.dumps(broken))
+    with pytest.raises(UserError, match=f"{path}: KernelSpecification.KernelName: missing"):
+        fu.get_input_file(path)
+    assert fu.get_input_file(path, validate=False)["KernelSpecification"]["Language"] == "OpenCL"

@@ -104,7 +104,9 @@ def _opencl_devices():
     try:
         return get_device_query("opencl")
     except Exception as exc:  # noqa: BLE001 (no pyopencl, no driver, a broken ICD: said, not raised)
-        return {"error": f"no OpenCL device described: {type(exc).__name__}: {first_line(exc)}"}
+        why = (first_line(exc) if isinstance(exc, UserError) else "pyopencl cannot be imported" if
+               isinstance(exc, ImportError) else f"{type(exc).__name__}: {first_line(exc)}")
+        return {"error": f"no OpenCL device described: {why}"}
 
 
 def host() -> dict:
