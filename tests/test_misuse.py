@@ -237,3 +237,56 @@ def test_a_resume_whose_new_settings_all_fail_is_judged_on_the_whole_file(tmp_pa
     again = tune.run(make_config(budget=2, settings=False), replace(opts, resume=bad), backend=FakeBackend(fail=hang | {
         s.params_json: Status.CRASHED for s in dry.measured}))
     assert tune.failure(again, None).startswith("all 2 settings failed")
+
+
+HELPER = """// helper.h
+#if MODE == 1
+#define LOAD(p, i) (p[i] + undefined_name)
+#else
+#define LOAD(p, i) (p[i])
+#endif
+inline float twice(float x) { return 2.0f * x; }
+#if MODE == 2
+float broken(void) { return no_such_thing; }
+#endif
+"""
+
+
+def test_a_build_error_names_the_users_file_and_line_not_the_compilers_copy(tmp_path):
+    # The bug: `…/pocl/kcache/tempfile_wAXI8p.cl:3:37: ...`, a file the user never wrote.
+    source = FAULTY.replace("__kernel", '#include "helper.h"\n__kernel', 1).replace(
+        "#else\n    c[i] = a[i] + b[i];", "#else\n    c[i] = LOAD(a, i) + b[i];")
+    (tmp_path / "helper.h").write_text(HELPER)
+    cfg = config.load(str(write_config(tmp_path, source=source, modes=(0, 2))))
+    res = tune.run(cfg, tune.Options(out=tmp_path / "r.csv"))
+    errors = {json.loads(r["params"])["MODE"]: (r["status"], r["error"]) for r in res.rows if r["phase"] == "search"}
+    assert errors[0][0] == "ok"
+    status, error = errors[2]
+    assert status == "build_error" and "tempfile" not in error, error
+    assert f"{tmp_path}/helper.h:9:29: " in error and "no_such_thing" in error, error
+
+
+def test_tune_kernel_build_errors_name_kernel_source(tmp_path):
+    import cltune
+
+    source = VECTOR_ADD.replace("if (i < n)", "if (i < n + block_size_x - 8 + oops)")
+    df, _ = cltune.tune_kernel("vector_add", source, 10, vector_args(10), {"block_size_x": [8]},
+                               out=tmp_path / "r.csv")
+    [error] = df[df["phase"] == "search"]["error"]
+    assert "<kernel_source>:4:" in error and "oops" in error and "tempfile" not in error, error
+
+
+def test_a_built_in_familys_build_error_names_its_kernels_file():
+    from cltune.core.sources import named
+    from cltune.workloads import get_family
+    from cltune.workloads.base import read_kernel
+
+    family = get_family("conv2d")
+    epilogue = read_kernel("epilogue.cl").count("\n") + 1
+    log = "error: /root/.cache/pocl/kcache/tempfile_wAXI8p.cl:{}:37: use of undeclared identifier"
+    assert named(log.format(epilogue + 3), family.source_lines()) == \
+        "error: kernels/conv2d.cl:3:37: use of undeclared identifier"
+    assert named(log.format(2), family.source_lines()).startswith("error: kernels/epilogue.cl:2:37: ")
+    assert named("<source>:5:1: error: x", family.source_lines()) == "kernels/epilogue.cl:5:1: error: x"
+    beyond = family.source().count("\n") + 5  # text a subclass appends is not conv2d.cl's
+    assert named(log.format(beyond), family.source_lines()) == log.format(beyond)

@@ -89,6 +89,7 @@ class KernelProblem:
     flops_expr: str = ""
     bytes_expr: str = ""
     where: str = "kernel"  # the config file (or tune_kernel), for error lines
+    source_lines: tuple = ()  # where each line of `source` came from (core/sources.py); not in the key
     key: str = field(init=False, default="")
 
     def __post_init__(self):

@@ -12,6 +12,7 @@ from .device_refs import NAMES as DEVICE_NAMES
 from .errors import UserError
 from .expr import ExprError, parse
 from .kernel_problem import DTYPES, FILLS, Arg, KernelProblem, Reference, whole
+from .sources import inlined, joined
 
 KERNEL_KEYS = {"source", "name", "problem", "global_size", "local_size", "defines", "options", "arg",
                "reference", "metrics"}
@@ -28,7 +29,7 @@ def parse_kernel(c: Checker, t: dict, folder: Path) -> KernelProblem:
     sources = c.get(t, "source", (str, list), where, REQUIRED,
                     lambda v: isinstance(v, str) or (v and all(isinstance(s, str) for s in v)),
                     "a .cl file or a list of them, relative to the config")
-    source = "\n".join(_read_source(c, folder, s) for s in ([sources] if isinstance(sources, str) else sources))
+    source, lines = joined([_read_source(c, folder, s) for s in ([sources] if isinstance(sources, str) else sources)])
     name = c.get(t, "name", str, where, REQUIRED, lambda v: bool(IDENT.match(v)), "the kernel function's name")
     missing = missing_kernel(name, source)
     if missing:
@@ -52,7 +53,7 @@ def parse_kernel(c: Checker, t: dict, folder: Path) -> KernelProblem:
         _check_expr(c, f"{where}metrics.{key}", metrics[key], env, value=True)
     return KernelProblem(name, source, sizes, glob, local, tuple(args), tuple(sorted(defines.items())),
                          tuple(options), reference, str(metrics.get("flops", "")), str(metrics.get("bytes", "")),
-                         c.path)
+                         c.path, source_lines=lines)
 
 
 def missing_kernel(name: str, source: str) -> str | None:
@@ -82,7 +83,8 @@ def check_names(c: Checker, problem: KernelProblem, knobs: set) -> None:
             c.fail(key, f"{exc} in {text!r}")
 
 
-def _read_source(c: Checker, folder: Path, name: str, seen: tuple = ()) -> str:
+def _read_source(c: Checker, folder: Path, name: str, seen: tuple = ()) -> tuple[str, tuple]:
+    """A source file's text with its #includes inlined, and where each of its lines came from."""
     path = (folder / name).resolve()
     if path in seen:
         c.fail("kernel.source", f"{name} includes itself (through {' -> '.join(p.name for p in seen)})")
@@ -90,14 +92,16 @@ def _read_source(c: Checker, folder: Path, name: str, seen: tuple = ()) -> str:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         c.fail("kernel.source", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
-
-    def inline(m):
+    pieces: list = []
+    for line in text.split("\n"):
+        m = INCLUDE.match(line)
+        if m is None:
+            pieces.append(line)
+            continue
         inc = m.group(1)
-        here = path.parent / inc
-        base = path.parent if here.exists() else folder
-        return f"// #include \"{inc}\"\n" + _read_source(c, base, inc, (*seen, path))
-
-    return INCLUDE.sub(inline, text)
+        base = path.parent if (path.parent / inc).exists() else folder
+        pieces.append((f'// #include "{inc}"', _read_source(c, base, inc, (*seen, path))))
+    return inlined(str(folder / name), pieces)
 
 
 def _sizes(c: Checker, table: dict) -> tuple:

@@ -12,6 +12,7 @@ import pyopencl as cl
 from ..core.device_values import bind_setting
 from ..core.errors import UserError
 from ..core.records import Measurement, Status
+from ..core.sources import named
 from ..core.space import Setting
 from ..workloads import get_family
 from .build import first_error_line
@@ -48,7 +49,8 @@ def prepare(runner, problem, setting: Setting, together=()) -> Prepared:
         built = runner.builder.build(family.source(), options, together)
         prep.base["build_ms"] = built.ms
     except cl.Error as exc:
-        prep.failed = Measurement(status=Status.BUILD_ERROR, error=first_error_line(exc), **prep.base)
+        error = named(first_error_line(exc), family.source_lines(p))  # the user's file and line
+        prep.failed = Measurement(status=Status.BUILD_ERROR, error=error, **prep.base)
         return prep
     try:
         prep.launches = family.plan(runner.ctx, runner.queue, problem, p, runner.data.bufs)

@@ -86,6 +86,14 @@ class Family:
     def source_hash(self) -> str:
         return hashlib.sha256(self.source().encode()).hexdigest()[:12]
 
+    def source_lines(self, p: dict | None = None) -> tuple:
+        """Where each line of source() came from, kernels/<file>.cl (core/sources.py): what a build
+        error names."""
+        from ..core.sources import joined, whole_file
+
+        files = ("epilogue.cl",) + tuple(self.sources)
+        return joined([(read_kernel(f), whole_file(f"kernels/{f}")) for f in files])[1]
+
     # What the measuring side calls: the hooks below, with the epilogue split around them ---------
     def reject_reason(self, problem, p: dict, device) -> str | None:
         from . import epilogue

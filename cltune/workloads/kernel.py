@@ -13,6 +13,7 @@ import re
 from ..core.errors import UserError
 from ..core.expr import ExprError
 from ..core.kernel_problem import KernelProblem, evaluate, whole
+from ..core.sources import whole_file
 from .base import CL_STD, Family
 from .launch import Launch
 from .registry import FAMILIES, register
@@ -59,6 +60,12 @@ class KernelFamily(Family):
 
     def source_hash(self) -> str:
         return hashlib.sha256(self.problem.source.encode()).hexdigest()[:12]
+
+    def source_lines(self, p: dict | None = None) -> tuple:
+        """The config's files and lines (core/sources.py); tune_kernel's text is `<kernel_source>`."""
+        if getattr(self.problem, "generator", None) is not None or not self.problem.source_lines:
+            return whole_file("<kernel_source>")
+        return self.problem.source_lines
 
     def options(self, problem, p: dict) -> list[str]:
         macros = {**dict(problem.defines), **p}
