@@ -72,10 +72,12 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
             "simulation": bool(simulation_mode)}
     env = environment(run.rows, results, run.device, call)
     env["best_config"] = best(results, objective, higher, run.winner)
+    env["rerank"] = run.ranking
     env["overhead_time"] = 1e3 * (time.perf_counter() - started) - sum(
         env[k] for k in ("total_compile_time", "total_verification_time", "total_benchmark_time",
                          "total_framework_time"))
-    printer.best(objective, env["best_config"], knobs + [objective] + [m for m in metric_fns if m != objective])
+    printer.best(objective, env["best_config"], knobs + [objective] + [m for m in metric_fns if m != objective],
+                 run.ranking if objective == "time" else [])
     printer.wrong(results)
     log_.info("tuned %s: %d settings, %d failed, %d wrong", kernel_name, len(results), env["failed"],
               env["wrong_results"])

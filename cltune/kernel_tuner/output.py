@@ -52,7 +52,7 @@ class Printer:
         self.done += 1
         self._progress()
 
-    def best(self, objective: str, best: dict | None, keys: list) -> None:
+    def best(self, objective: str, best: dict | None, keys: list, ranking: list = ()) -> None:
         if self.quiet:
             return
         if best is None:
@@ -60,6 +60,11 @@ class Printer:
             return
         self.say(f"\nBEST PERFORMING CONFIGURATION FOR OBJECTIVE {objective}:")
         self.say(config_string(best, keys))
+        if len(ranking) > 1:  # why it can differ from the smallest mean above
+            top = ranking[0]
+            self.say(f"(cltune re-ranked the {len(ranking)} fastest side by side, {top['launches']} launches each, "
+                     f"taking turns: this one's fastest launch {top['cltune_min_ms']:.4f} ms, median "
+                     f"{top['cltune_median_ms']:.4f} ms; env['rerank'] has them all)")
 
     def wrong(self, results: list) -> None:
         wrong = [r for r in results if type(r.get("__error__")).__name__ == "WrongResultConfig"]

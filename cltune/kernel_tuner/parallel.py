@@ -9,12 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core.paths import stamped_path
+from .results import ranking
 from .run import Run, results_folder, row_handler
 
 
 def measure_on_farm(cfg, opts, spec: str, knobs, metrics, printer, writer) -> Run:
-    import json
-
     from ..measure.farm import check_spec
     from ..search import farm
 
@@ -36,6 +35,6 @@ def measure_on_farm(cfg, opts, spec: str, knobs, metrics, printer, writer) -> Ru
     run.results = [by_key[r["key"]] for r in run.rows if r["key"] in by_key]
     first = run.rows[0] if run.rows else {}
     run.device = {"device_name": first.get("device"), "platform_name": first.get("platform")}
-    if res.ranking:
-        run.winner = json.loads(res.ranking[0]["params"])
+    run.ranking = ranking(res.ranking)
+    run.winner = run.ranking[0]["params"] if run.ranking else None
     return run

@@ -120,6 +120,15 @@ def add_metrics(result: dict, metrics: dict) -> None:
                              f"{type(exc).__name__}: {exc}") from None
 
 
+def ranking(rows: list) -> list:
+    """The interleaved re-ranking (cltune's rows of phase rerank, fastest first) as env["rerank"]:
+    each setting's knobs and its fastest and median launch (ms), measured side by side."""
+    import json
+
+    return [{"params": json.loads(r["params"]), "cltune_min_ms": _num(r.get(schema.TIME)),
+             "cltune_median_ms": _num(r.get("run_ms_median")), "launches": len(schema.samples(r))} for r in rows]
+
+
 def best(results: list, objective: str, higher: bool, rerank_winner: dict | None):
     """env["best_config"]: the re-ranking's winner when the objective is time, else the best ok
     result by the objective; None when no setting ran correctly."""

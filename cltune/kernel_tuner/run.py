@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..core.paths import home, stamped_path
 from ..core.space import Setting
-from .results import InvalidConfig, to_result
+from .results import InvalidConfig, ranking, to_result
 
 
 @dataclass
@@ -23,6 +23,7 @@ class Run:
     results: list = field(default_factory=list)
     rows: list = field(default_factory=list)
     winner: dict | None = None
+    ranking: list = field(default_factory=list)  # the re-ranking, fastest first (results.ranking)
     device: dict = field(default_factory=dict)
     path: Path | None = None
 
@@ -74,10 +75,8 @@ def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_param
                 res = steps.rerank([])
         run.rows = [r for r in res.rows if r["phase"] == "search"]
         run.results = [by_key[k] for k in steps.sweep.outcomes if k in by_key]
-        if res.ranking:
-            import json
-
-            run.winner = json.loads(res.ranking[0]["params"])
+        run.ranking = ranking(res.ranking)
+        run.winner = run.ranking[0]["params"] if run.ranking else None
     finally:
         backend.close()
     return run
