@@ -96,6 +96,24 @@ def _kt_names(deployment: dict) -> str:
 """
 
 
+def _lookup(name: str, deployment: dict) -> str:
+    """The lookup function's C: the device's entry for the shape, else the default's, else NULL."""
+    return f"""/* device_name: CL_DEVICE_NAME without leading and trailing white space, as cltune records it;
+   problem: the shape's key, as in the results' problem column (n1_c8_h16_w16_k8_r3_s3_st1x1_p1x1_d1x1_g1). */
+static inline const cltune_setting *cltune_{name}_lookup(const char *device_name, const char *problem) {{
+    int i;
+{_kt_names(deployment)}    for (i = 0; i < cltune_{name}_n_tuned; ++i)
+        if (strcmp(cltune_{name}_settings[i].device, device_name) == 0
+            && strcmp(cltune_{name}_settings[i].problem, problem) == 0)
+            return &cltune_{name}_settings[i];
+    for (i = cltune_{name}_n_tuned; i < cltune_{name}_n_settings; ++i)
+        if (strcmp(cltune_{name}_settings[i].problem, problem) == 0)
+            return &cltune_{name}_settings[i];
+    return NULL;
+}}
+"""
+
+
 def to_header(deployment: dict, name: str) -> str:
     """The header's text for a deployment (one kernel), its symbols prefixed cltune_<name>_."""
     c_name(name)
@@ -108,7 +126,8 @@ def to_header(deployment: dict, name: str) -> str:
         arrays += a
         inits.append(init)
     n_devices = len(rows) - len(deployment["default"]["entries"])
-    return f"""/* {name}: tuned settings of kernel {deployment['kernel']!s} per device and shape, written by
+    kernel = re.sub(r"[^\w.:=,\[\] -]", "_", deployment["kernel"])  # nothing that could end the comment
+    return f"""/* {name}: tuned settings of kernel {kernel} per device and shape, written by
    {deployment['generator']} (cltune deploy; JSON schema {deployment['schema_version']}). Do not edit: deploy again.
    Lookup: the device's entry for the shape (exact, or nearest tuned shape), else the default for
    devices nobody tuned (rule: {deployment['default']['rule']}), else NULL. docs/deploy.md */
@@ -126,19 +145,6 @@ static const cltune_setting cltune_{name}_settings[] = {{
 }};
 enum {{ cltune_{name}_n_tuned = {n_devices}, cltune_{name}_n_settings = {len(rows)} }};
 
-/* device_name: CL_DEVICE_NAME without leading and trailing white space, as cltune records it;
-   problem: a conv problem key such as n1_c8_h16_w16_k8_r3_s3_st1x1_p1x1_d1x1_g1. */
-static inline const cltune_setting *cltune_{name}_lookup(const char *device_name, const char *problem) {{
-    int i;
-{_kt_names(deployment)}    for (i = 0; i < cltune_{name}_n_tuned; ++i)
-        if (strcmp(cltune_{name}_settings[i].device, device_name) == 0
-            && strcmp(cltune_{name}_settings[i].problem, problem) == 0)
-            return &cltune_{name}_settings[i];
-    for (i = cltune_{name}_n_tuned; i < cltune_{name}_n_settings; ++i)
-        if (strcmp(cltune_{name}_settings[i].problem, problem) == 0)
-            return &cltune_{name}_settings[i];
-    return NULL;
-}}
-
+{_lookup(name, deployment)}
 #endif /* {guard} */
 """

@@ -21,8 +21,9 @@ def to_json(deployment: dict) -> str:
 def to_flat(deployment: dict) -> str:
     """One line per entry, tab-separated FLAT_COLUMNS; launches as kernel|g0,g1,g2|l0,l1,l2|args,
     separated by ';' (local 0,0,0: the driver chooses); '#' lines are comments."""
-    lines = [f"# cltune tuning file, flat form (schema {deployment['schema_version']}, kernel "
-             f"{deployment['kernel']}): " + "\t".join(FLAT_COLUMNS)]
+    kernel = " ".join(deployment["kernel"].split())  # one line
+    lines = [f"# cltune tuning file, flat form (schema {deployment['schema_version']}, kernel {kernel}): "
+             + "\t".join(FLAT_COLUMNS)]
     rows = [(d["device"], d["driver"], e) for d in deployment["devices"] for e in d["entries"]]
     rows += [(DEFAULT_DEVICE, "", e) for e in deployment["default"]["entries"]]
     for device, driver, e in rows:
