@@ -185,3 +185,14 @@ def test_deploy_from_the_database_writes_the_three_files_and_again_replaces_them
     assert "X (1.0):" in res.output and f"{P16}: conv2d[MACROS=4,UNROLL=1] (nearest from {P8})" in res.output
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["cltune_conv2d.h", "cltune_conv2d.json",
                                                                   "cltune_conv2d.tsv"]
+
+
+def test_db_alone_reads_cltune_home_and_an_input_is_needed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path))
+    res = CliRunner().invoke(main, ["deploy", "--db", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "cltune.sqlite: no best-config database there" in res.output, res.output
+    db(tmp_path, [m("X", A, 1.0)]) and (tmp_path / "best.sqlite").rename(tmp_path / "cltune.sqlite")
+    res = CliRunner().invoke(main, ["deploy", "--db", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 0 and f"{P8}: conv2d[MACROS=4,UNROLL=1] (exact)" in res.output, res.output
+    res = CliRunner().invoke(main, ["deploy", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "give RESULTS files (cltune CSV or Kernel Tuner results JSON) or --db" in res.output

@@ -15,8 +15,8 @@ from .tuning_json import flat_path, to_flat, to_json, write_all
 def read_inputs(files: list[str], db: str | None) -> tuple[list[dict], str]:
     """(measurements, what they were read from, for messages): results files (cltune CSV, Kernel
     Tuner results JSON), or the best-config database ("" for the default one)."""
-    if files and db is not None:
-        raise UserError("give RESULTS files or --db, not both")
+    if bool(files) == (db is not None):
+        raise UserError("give RESULTS files (cltune CSV or Kernel Tuner results JSON) or --db, one of the two")
     if not files:
         return sources.from_database(db or None), db or "the best-config database"
     from .kt_results import from_kt_results, is_kt_results
