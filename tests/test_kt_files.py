@@ -11,7 +11,8 @@ import pytest
 
 from cltune.core.errors import UserError
 from cltune.kernel_tuner import cache as ktc
-from cltune.kernel_tuner.results import CompilationFailedConfig, InvalidConfig, WrongResultConfig
+from cltune.kernel_tuner.results import (CompilationFailedConfig, InvalidConfig, RuntimeFailedConfig,
+                                           WrongResultConfig)
 
 TUNE = {"block_size_x": [16, 32, 64], "tile": [1, 2], "scale": [0.5, 1.0]}
 
@@ -356,3 +357,173 @@ def test_get_input_file_reads_t1_and_names_a_missing_key(tmp_path):
     with pytest.raises(UserError, match=f"{path}: KernelSpecification.KernelName: missing"):
         fu.get_input_file(path)
     assert fu.get_input_file(path, validate=False)["KernelSpecification"]["Language"] == "OpenCL"
+
+
+# --- util ------------------------------------------------------------------------------------------
+
+from cltune.kernel_tuner import util  # noqa: E402
+
+
+def test_util_helpers_mean_what_kernel_tuners_do():
+    kt = pytest.importorskip("kernel_tuner.util")
+    rows = [result(16, 1, 0.5, 2.0), result(32, 1, 0.5, error=CompilationFailedConfig()),
+            result(64, 2, 1.0, 1.25, **{"GFLOP/s": 3.0})]
+    failed = {"a": np.int64(3), "b": 2.34567, "time": InvalidConfig()}
+    for r, kt_r in [(r, r) for r in rows] + [(failed, {**failed, "time": kt.InvalidConfig()})]:
+        for keys, units in ((None, None), (list(TUNE) + ["time"], {"time": "ms"}), (["tile"], {})):
+            assert util.get_config_string(r, keys, units) == kt.get_config_string(kt_r, keys, units)
+    assert util.get_best_config(rows, "time") is rows[2]  # the failure's time is inf: never chosen
+    kt_rows = [{k: v for k, v in r.items() if not (k == "time" and "__error__" in r)} for r in rows]
+    assert util.get_best_config(kt_rows, "time") == kt.get_best_config(kt_rows, "time")
+    assert util.get_instance_string(rows[0]) == kt.get_instance_string(rows[0])
+    assert util.get_objective_defaults(None, None) == kt.get_objective_defaults(None, None) == ("time", False)
+    assert util.get_objective_defaults("GB/s", None) == ("GB/s", True)
+    with pytest.raises(ValueError, match="objective_higher_is_better for objective watts"):
+        util.get_objective_defaults("watts", None)
+    assert util.get_result_cost(rows[2], ["time", "GFLOP/s"], [False, True]) == [1.25, -3.0]
+    assert util.get_result_cost(rows[1], ["time"], [False]) == kt.get_result_cost(rows[1], ["time"], [False])
+    env_ours = util.get_total_timings(rows, {}, 100.0)
+    assert env_ours == kt.get_total_timings(rows, {}, 100.0)
+    assert util.copy_without_benchmark_timings(rows[0]) == kt.copy_without_benchmark_timings(rows[0])
+    assert json.loads(json.dumps({"x": np.arange(2), "y": np.float32(0.5)}, cls=util.NpEncoder)) == {"x": [0, 1],
+                                                                                                   "y": 0.5}
+    assert util.check_result_type(rows[1]) and not util.check_result_type({"__error__": "boom"})
+
+
+def test_pareto_front_keeps_the_settings_nothing_beats_on_every_objective():
+    rows = [{"k": 1, "time": 1.0, "GB/s": 5.0}, {"k": 2, "time": 2.0, "GB/s": 9.0},
+            {"k": 3, "time": 2.5, "GB/s": 4.0}, {"k": 4, "time": math.inf, "__error__": InvalidConfig()}]
+    front = util.get_pareto_results(rows, ["time", "GB/s"], [False, True])
+    assert [r["k"] for r in front] == [1, 2] and all(r["optimal"] for r in front)
+
+
+def test_util_read_cache_gives_kernel_tuners_dict(tmp_path):
+    path = tmp_path / "c.json"
+    write_ours(path, [result(16, 1, 0.5, error=InvalidConfig())], close=False)
+    data = util.read_cache(path)
+    assert data["tune_params_keys"] == list(TUNE) and data["device_name"] == "cpu-test"
+    assert isinstance(data["cache"]["16,1,0.5"]["__error__"], InvalidConfig)
+
+
+# --- integration -------------------------------------------------------------------------------------
+
+from cltune.kernel_tuner import integration as ki  # noqa: E402
+
+SOURCE = "__kernel void vadd(__global float *c) { c[get_global_id(0)] = BLOCK; }"
+
+
+def tuned(*times, failed=()):
+    """Results of a run over block_size_x and tile: one per time, the `failed` indexes failing."""
+    out = []
+    for i, t in enumerate(times):
+        r = result([16, 32, 64, 128][i % 4], 1 + i // 4, 0.5, t)
+        if i in failed:
+            r.update(time=math.inf, __error__=RuntimeFailedConfig())
+        out.append(r)
+    return out
+
+
+def two_devices(path, kt=None):
+    store = kt.store_results if kt else ki.store_results
+    store(str(path), "vadd", SOURCE, TUNE, (1024, 1), tuned(1.0, 1.02, 2.0, 0.5, failed=(3,)),
+          {"device_name": "pthread-AMD EPYC"})
+    store(str(path), "vadd", SOURCE, TUNE, 4096, tuned(3.0, 1.0, 1.01), {"device_name": "pthread-AMD EPYC"})
+    store(str(path), "vadd", SOURCE, TUNE, (1024, 1), tuned(0.7, 0.9, 0.2, 0.4), {"device_name": "Mali-T860 MP4"})
+
+
+def test_store_results_keeps_the_top_percent_per_device_and_size_never_a_failure(tmp_path):
+    path = tmp_path / "results.json"
+    two_devices(path)
+    doc = json.loads(path.read_text())
+    assert doc["version_number"] == "1.0" and doc["kernel_string"] == SOURCE and doc["tunable_parameters"] == list(TUNE)
+    rows = [(d["device_name"], d["problem_size"], d["tunable_parameters"]["block_size_x"], d["time"])
+            for d in doc["data"]]
+    assert rows == [("pthread_AMD_EPYC", "1024x1", 16, 1.0), ("pthread_AMD_EPYC", "1024x1", 32, 1.02),
+                    ("pthread_AMD_EPYC", "4096", 32, 1.0), ("pthread_AMD_EPYC", "4096", 64, 1.01),
+                    ("Mali_T860_MP4", "1024x1", 64, 0.2)]
+    ki.store_results(path, "vadd", SOURCE, TUNE, 4096, tuned(5.0), {"device_name": "pthread-AMD EPYC"})
+    assert [d["time"] for d in json.loads(path.read_text())["data"] if d["problem_size"] == "4096"] == [5.0]
+
+
+def test_results_files_go_both_ways_with_kernel_tuner(tmp_path):
+    kt = pytest.importorskip("kernel_tuner.integration")
+    two_devices(tmp_path / "ours.json")
+    kt_rows = tmp_path / "kt.json"
+    kt.store_results(str(kt_rows), "vadd", SOURCE, TUNE, (1024, 1), tuned(1.0, 1.02, 2.0),
+                     {"device_name": "pthread-AMD EPYC"})
+    kt.store_results(str(kt_rows), "vadd", SOURCE, TUNE, 4096, tuned(3.0, 1.0, 1.01), {"device_name": "pthread-AMD EPYC"})
+    kt.store_results(str(kt_rows), "vadd", SOURCE, TUNE, (1024, 1), tuned(0.7, 0.9, 0.2, 0.4), {"device_name": "Mali-T860 MP4"})
+    assert json.loads(kt_rows.read_text())["data"] == json.loads((tmp_path / "ours.json").read_text())["data"]
+    for path in (tmp_path / "ours.json", kt_rows):
+        theirs, ours = kt.TuneResults(str(path)), ki.TuneResults(path)
+        for args in (("Mali_T860_MP4",), ("pthread_AMD_EPYC", (1024, 1)), ("pthread_AMD_EPYC", 4096),
+                     ("pthread_AMD_EPYC",), ("default",)):
+            kt_best = theirs.get_best_config(*args)
+            # Kernel Tuner returns the whole stored entry for an exact problem size, its knobs
+            # otherwise; its docstring promises the knobs, which is what ours returns each time.
+            assert ours.get_best_config(*args) == kt_best.get("tunable_parameters", kt_best), args
+    ki.store_results(kt_rows, "vadd", SOURCE, TUNE, 8, tuned(1.0), {"device_name": "x"})  # we add to theirs
+    assert len(kt.TuneResults(str(kt_rows)).data) == 6
+
+
+def compile_and_run(tmp_path, header, *defines):
+    """What the header defines, as a tiny C program compiled with `defines` prints it."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    main = tmp_path / "main.c"
+    main.write_text(f'#include <stdio.h>\n#include "{header.name}"\nint main(void) {{\n'
+                    '#ifdef block_size_x\n  printf("%d %d %g\\n", block_size_x, tile, scale);\n'
+                    '#else\n  printf("none\\n");\n#endif\n  return 0;\n}\n')
+    exe = tmp_path / "main"
+    subprocess.run([cc, "-Wall", "-Werror", *[f"-D{d}" for d in defines], "-I", str(header.parent), str(main),
+                    "-o", str(exe)], check=True, capture_output=True, timeout=60)
+    return subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=10).stdout.strip()
+
+
+def test_device_targets_header_compiles_for_each_device_and_the_default(tmp_path):
+    results, header = tmp_path / "results.json", tmp_path / "targets.h"
+    two_devices(results)
+    ki.create_device_targets(header, results)
+    assert compile_and_run(tmp_path, header, "TARGET_Mali_T860_MP4") == "64 1 0.5"
+    assert compile_and_run(tmp_path, header, "TARGET_pthread_AMD_EPYC") == "32 1 0.5"  # best in both sizes
+    assert compile_and_run(tmp_path, header, "TARGET_pthread_AMD_EPYC=") == "32 1 0.5"  # defined empty
+    assert compile_and_run(tmp_path, header) == "64 1 0.5"  # the default: most common, least total time
+    assert compile_and_run(tmp_path, header, "kernel_tuner=1") == "none"  # while tuning, the tuner's defines
+    kt = pytest.importorskip("kernel_tuner.integration")
+    kt.create_device_targets(str(tmp_path / "kt.h"), str(results))
+    for target in ("TARGET_Mali_T860_MP4", "TARGET_pthread_AMD_EPYC=1", "UNKNOWN"):  # Kernel Tuner chooses alike
+        assert compile_and_run(tmp_path, tmp_path / "kt.h", target) == compile_and_run(tmp_path, header, target)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda p: ki.store_results(p, "other", SOURCE, TUNE, 8, tuned(1.0), {"device_name": "x"}),
+     "kernel_name: the file holds results of kernel 'vadd', not 'other'"),
+    (lambda p: ki.store_results(p, "vadd", SOURCE, {**TUNE, "unroll": [1]}, 8, tuned(1.0), {"device_name": "x"}),
+     "tunable_parameters: .* lack 'unroll'"),
+    (lambda p: ki.store_results(p, "vadd", SOURCE, TUNE, 8, tuned(1.0), {"device_name": "x"}, objective="GB/s"),
+     "GB/s' to store"),
+    (lambda p: ki.store_results(p, "vadd", SOURCE, TUNE, 8, tuned(1.0, failed=(0,)), {"device_name": "x"}),
+     "no setting has a 'time' to store"),
+])
+def test_integration_refusals_are_one_line(tmp_path, call, match):
+    path = tmp_path / "results.json"
+    two_devices(path)
+    with pytest.raises(ValueError, match=match) as err:
+        call(path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_damaged_results_file_names_the_file_and_key(tmp_path):
+    path = tmp_path / "r.json"
+    for doc, match in (({"version_number": "2.0"}, "version_number: '2.0', expected '1.0'"),
+                       ({"cache": {}, "tune_params": {}}, "version_number: missing"),
+                       ({"version_number": "1.0", "kernel_name": "k", "objective": "time", "tunable_parameters": ["a"],
+                         "data": [{"device_name": "d", "problem_size": "8", "tunable_parameters": {}, "time": 1}]},
+                        r"data\[0\].tunable_parameters: lacks 'a'")):
+        path.write_text(json.dumps(doc))
+        with pytest.raises(UserError, match=f"{path}: {match}"):
+            ki.create_device_targets(tmp_path / "h.h", path)
