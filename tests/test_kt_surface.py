@@ -274,3 +274,61 @@ def test_cache_is_written_read_back_and_replayed_without_a_device(device, tmp_pa
                               simulation_mode=True, strategy="random_sample", strategy_options={"max_fevals": 1})
     assert len(replay) == 1 and replay[0]["time"] == pytest.approx(times[replay[0]["block_size_x"]])
     assert env["simulation"] and env["device_name"] == device.name
+
+
+def test_the_other_parameters_reach_the_kernel(device, tmp_path, monkeypatch):
+    """defines, compiler_options, lang, block_size_names, grid_div_x, restrictions, seed and
+    random_sample's fraction, in one 2-setting tuning of a kernel that needs SCALE defined."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+    args, want = _args()
+    source = PLAIN.replace("c[i] = a[i] + b[i]", "c[i] = a[i] + b[i] * SCALE")
+    space = {"bs": [8, 16, 32, 64], "unroll": [1, 2]}
+    results, env = tune_kernel("vector_add", source, 1000, args, space, grid_div_x=["bs"],
+                               restrictions=["bs * unroll <= 32", lambda p: p["unroll"] == 1],
+                               answer=[want, None, None, None], quiet=True, lang="OpenCL", iterations=1,
+                               compiler_options=["-cl-fast-relaxed-math"], defines={"SCALE": 1},
+                               block_size_names=["bs"], seed=3, strategy="random_sample",
+                               strategy_options={"fraction": 0.5}, **_on(device))
+    assert len(results) == 2 and {r["bs"] for r in results} <= {8, 16, 32}  # half of the 3 left, rounded up
+    assert all(r["status"] == "ok" for r in results) and env["cltune_strategy"] == "random"
+
+
+def test_objectives_of_one_and_log(monkeypatch):
+    assert opt.objective(None, None, {"GB/s": True}) == ("GB/s", True)
+    assert opt.objective("time", None, None) == ("time", False)
+    from cltune.kernel_tuner import interface
+
+    calls = []
+    monkeypatch.setattr(interface.logging, "basicConfig", lambda **kw: calls.append(kw))
+    interface._start_log(None, "k")
+    interface._start_log(10, "k")
+    assert len(calls) == 1 and calls[0]["level"] == 10 and calls[0]["filename"].startswith("k")
+
+
+def test_progress_bar_only_on_a_terminal():
+    import io
+
+    from cltune.kernel_tuner.output import Printer
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, bar in ((io.StringIO(), False), (Tty(), True)):
+        p = Printer(False, False, ["x", "time"], stream)
+        p.start("dev", 2, 2)
+        p.result({"x": 1, "time": 0.5})
+        assert ("\r[" in stream.getvalue()) == bar and "x=1, time=0.500ms" in stream.getvalue()
+
+
+def test_parallel_tunes_on_a_local_farm(device, tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CLTUNE_DEVICE", str(device.index))
+    args, want = _args()
+    results, env = tune_kernel("vector_add", PLAIN, 1000, args, {"block_size_x": [16, 32]},
+                               answer=[want, None, None, None], quiet=True, iterations=2, parallel=2)
+    assert sorted(r["block_size_x"] for r in results) == [16, 32] and all(r["status"] == "ok" for r in results)
+    assert env["results_file"].startswith(str(tmp_path / "home")) and [p.name for p in tmp_path.iterdir()] == ["home"]
