@@ -1,5 +1,5 @@
 """cltune deploy from Kernel Tuner's results files (written here by Kernel Tuner's own
-`integration.store_results`) and from a kernel of your own: the options as measured, the default
+`integration.store_results` and by cltune.kernel_tuner's) and from a kernel of your own: the options as measured, the default
 across devices, device names in Kernel Tuner's form, and the header's lookup compiled and run."""
 
 import json
@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
 from cltune.deploy import model
-from cltune.deploy.kt_results import from_kt_results, kt_device_name
+from cltune.deploy.kt_results import from_kt_results
+from cltune.kernel_tuner.integration import device_label
 from tests.test_deploy import compiled_lookup
 
 integration = pytest.importorskip("kernel_tuner.integration", reason="Kernel Tuner is in the test extra")
@@ -39,7 +40,7 @@ def test_kt_records_become_measurements_with_their_parameters_as_options(tmp_pat
                                                                                              "tile": 1})
     assert (first["problem"], first["run_ms"], first["family"]) == ("1000", 1.0, "vector_add")
     assert first["build_options"] == "-Dblock_size_x=32 -Dtile=1"
-    assert kt_device_name(" Mali-T860 MP4 ") == "Mali_T860_MP4"
+    assert device_label(" Mali-T860 MP4 ") == "Mali_T860_MP4"
 
 
 def test_deploy_of_kt_results_exact_default_and_kt_device_names_in_c(tmp_path):
@@ -74,4 +75,16 @@ def test_a_json_that_is_not_kt_results_is_one_line(tmp_path):
     bad = tmp_path / "other.json"
     bad.write_text('{"results": []}')
     res = CliRunner().invoke(main, ["deploy", str(bad), "-o", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "not a Kernel Tuner results file (store_results); no kernel_name" in res.output
+    assert res.exit_code == 2 and "other.json: version_number: missing; not a results file of store_results" in res.output, \
+        res.output
+
+
+def test_cltune_kernel_tuners_store_results_file_deploys_the_same(tmp_path):
+    from cltune.kernel_tuner import integration as ours
+
+    results = [{"block_size_x": 32, "tile": 1, "time": 1.0}, {"block_size_x": 64, "tile": 2, "time": 1.01}]
+    ours.store_results(str(tmp_path / "ours.json"), "vector_add", "__kernel void vector_add() {}", TUNE, 1000,
+                       results, {"device_name": "Mali-T860 MP4"}, top=5)
+    ms = from_kt_results(tmp_path / "ours.json")
+    assert sorted(m["build_options"] for m in ms) == ["-Dblock_size_x=32 -Dtile=1", "-Dblock_size_x=64 -Dtile=2"]
+    assert {m["device"] for m in ms} == {"Mali_T860_MP4"}
