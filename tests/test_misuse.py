@@ -290,3 +290,46 @@ def test_a_built_in_familys_build_error_names_its_kernels_file():
     assert named("<source>:5:1: error: x", family.source_lines()) == "kernels/epilogue.cl:5:1: error: x"
     beyond = family.source().count("\n") + 5  # text a subclass appends is not conv2d.cl's
     assert named(log.format(beyond), family.source_lines()) == log.format(beyond)
+
+
+@pytest.mark.parametrize("replace_it", [False, True])
+def test_a_best_config_database_deleted_or_replaced_during_a_net_run_is_said(tmp_path, replace_it):
+    # The bug: deleted while `cltune net` ran, the database came back holding this run's entries
+    # only, exit 0 and no warning: the entries it held were lost without a word.
+    from cltune.net import run as netrun
+    from cltune.results import store
+
+    from .test_edges_misc import ENTRY
+    from .test_net_schedule import NetFake, small_net
+
+    db = tmp_path / "best.sqlite"
+    store.put_best([ENTRY], db)
+    said = []
+
+    def echo(line):
+        said.append(line)
+        if line.startswith("[1]"):  # the first measurement: the database goes meanwhile
+            db.unlink()
+            if replace_it:
+                store.put_best([{**ENTRY, "problem": "key-b"}], db)
+
+    netrun.run(small_net(), netrun.NetOptions(out=tmp_path / "run", budget=8, rounds=0, best_db=db), echo=echo,
+               backend=NetFake())
+    assert said[-1].startswith(f"warning: the best-config database {db} was deleted or replaced while the run "
+                               "went on: 1 of the 1 entries it held are gone; the run's "), said[-1]
+    assert ENTRY["problem"] not in {e["problem"] for e in store.all_best(db)} and len(store.all_best(db)) > 1
+
+
+def test_a_net_run_whose_database_stays_says_only_what_it_recorded(tmp_path):
+    from cltune.net import run as netrun
+    from cltune.results import store
+
+    from .test_edges_misc import ENTRY
+    from .test_net_schedule import NetFake, small_net
+
+    db = tmp_path / "best.sqlite"
+    store.put_best([ENTRY], db)
+    said = []
+    netrun.run(small_net(), netrun.NetOptions(out=tmp_path / "run", budget=8, rounds=0, best_db=db),
+               echo=said.append, backend=NetFake())
+    assert said[-1].startswith(f"best-config database {db}: ") and said[-1].endswith(" tasks recorded"), said[-1]

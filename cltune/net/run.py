@@ -22,6 +22,7 @@ from ..core.device_values import bind_config
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..results import rows as results
+from ..results import store
 from ..results.guard import check_output_dir
 from ..search import tune
 from ..search.session import session
@@ -153,6 +154,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     tasks = make_tasks(net)
     run_dir = _run_dir(net, opts, info, tasks)
     results.save_device_info(run_dir / "network.csv", info)
+    db_held = store.best_keys(_db(opts))  # checked when the run's entries are written
     seed = cfg.seed
     with ExitStack() as stack:
         sessions = open_sessions(stack, net, tasks, run_dir, cfg, backend, bool(opts.resume))
@@ -180,7 +182,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     measured = sum(s.measured for s in sessions.values())  # the points that waited for windows too
     summary = summarize(states, info)
     summary.to_csv(run_dir / "network.csv", index=False)
-    _fill_db(run_dir, tasks, opts, echo)
+    _fill_db(run_dir, tasks, opts, echo, db_held)
     return NetResult(run_dir, tasks, states, summary, measured=measured)
 
 
@@ -218,21 +220,29 @@ def summarize(states: list[TaskState], info) -> pd.DataFrame:
     return df
 
 
-def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo) -> None:
+def _db(opts) -> Path:
+    from ..results import best
+
+    return Path(opts.best_db) if opts.best_db else best.default_path()
+
+
+def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo, before: frozenset = frozenset()) -> None:
     """The run's best entries into the best-config database, created again if it is gone, and read
     back; when they cannot be written (or are not there after), one line naming the database and the
-    command that records them (the run's files keep every row)."""
+    command that records them (the run's files keep every row). `before`: the entries' keys when the run
+    began; a database deleted or replaced since (those entries gone) is said in one line."""
     import shlex
 
     from ..core.errors import first_line
-    from ..results import best, store
+    from ..results import best
 
     files = [task_file(run_dir, t) for t in tasks]
     files = [f for f in files if f.exists() and f.stat().st_size and len(results.ok_rows(results.load(f)))]
     if not files:
         return
-    path = Path(opts.best_db) if opts.best_db else best.default_path()
+    path = _db(opts)
     new = "" if path.exists() else " (a new file)"
+    gone = len(before - store.best_keys(path))
     hint = (f"record them with: cltune best {shlex.quote(str(run_dir))}/t[0-9]*.csv"
             + (f" --out {shlex.quote(str(path))}" if opts.best_db else ""))
     try:
@@ -246,5 +256,9 @@ def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo) -> None:
     if lost:
         echo(f"warning: {len(lost)} of the run's {len(entries)} best entries are not in {path} after writing "
              f"them (it changed meanwhile); {hint}")
+        return
+    if gone:  # they went with the old file: said, never silently
+        echo(f"warning: the best-config database {path} was deleted or replaced while the run went on: {gone} "
+             f"of the {len(before)} entries it held are gone; the run's {len(entries)} tasks are recorded in it{new}")
         return
     echo(f"best-config database {path}{new}: {len(entries)} tasks recorded")

@@ -175,6 +175,20 @@ def _absent(path) -> bool:
     return not legacy
 
 
+def best_keys(path=None) -> frozenset:
+    """The keys (device, platform, driver, target, problem) of the best entries the database holds:
+    cltune replaces an entry, never deletes one, so a key gone later means the file was deleted or
+    replaced meanwhile. Empty when there is no database or it cannot be read."""
+    if _absent(path):
+        return frozenset()
+    try:
+        with transaction(path, write=False) as db:
+            rows = db.execute("SELECT device, platform, driver, target, problem FROM best").fetchall()
+    except UserError:
+        return frozenset()
+    return frozenset(map(tuple, rows))
+
+
 def put_best(entries: list[dict], path=None) -> Path:
     """Add or replace the entries (one per device, driver, target and problem) in one transaction."""
     with transaction(path) as db:
