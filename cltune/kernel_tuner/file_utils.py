@@ -62,10 +62,15 @@ def get_t4_results(results, tune_params, objective="time") -> dict:
         runtimes = r.get("times")
         times = t4.timings(r.get("compile_time"), [] if runtimes is None else runtimes, r.get("benchmark_time"),
                            r.get("framework_time"), r.get("strategy_time"), r.get("verification_time"))
-        measured = [t4.measurement(k, v, "ms" if k.startswith("time") else "") for k, v in r.items() if k not in skip]
+        measured = [t4.measurement(k, v, _unit(k)) for k, v in r.items() if k not in skip]
         entries.append(t4.entry({k: v for k, v in r.items() if k in tune_params}, times, _invalidity(r),
                                 [m for m in measured if m], [objective], r.get("timestamp")))
     return t4.document(entries)
+
+
+def _unit(key: str) -> str:
+    """Kernel Tuner's rule (a key that starts with "time" is in ms), and cltune's `_ms` keys."""
+    return "ms" if key.startswith("time") or key.endswith("_ms") else ""
 
 
 def store_output_file(output_filename, results, tune_params, objective="time") -> None:

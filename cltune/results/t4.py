@@ -36,10 +36,11 @@ def entry(configuration: dict, times: dict, invalidity: str, measurements: list,
 
 
 def measurement(name: str, value, unit: str) -> dict | None:
-    """{name, value, unit}, or None for a value T4 cannot hold (None, NaN, infinity)."""
+    """{name, value, unit}, or None for a value T4 cannot hold or that says nothing (None, NaN,
+    infinity, an empty string)."""
     if hasattr(value, "tolist"):
         value = value.tolist()
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    if value is None or value == "" or (isinstance(value, float) and not math.isfinite(value)):
         return None
     return {"name": name, "value": value, "unit": unit}
 
