@@ -100,7 +100,8 @@ def test_the_flat_form_holds_every_entry_and_the_default_as_star():
     assert sorted((ln[0], ln[2], ln[3]) for ln in lines) == sorted([
         ("X", P8, "exact"), ("X", P16, "nearest"), ("Y", P8, "exact"), ("Y", P16, "nearest"),
         ("*", P8, "default"), ("*", P16, "default")])
-    assert next(ln for ln in lines if ln[:3] == ["X", "1.0", P8])[8] == "conv2d|16,16,8|0,0,0|x w b out 1 8 16 16 8 16 16 3 3 1 1 1 1 1 1"
+    launches = next(ln for ln in lines if ln[:3] == ["X", "1.0", P8])[8]
+    assert launches == "conv2d|16,16,8|0,0,0|x w b out 1 8 16 16 8 16 16 3 3 1 1 1 1 1 1"
 
 
 LOOKUP_MAIN = r"""

@@ -85,7 +85,8 @@ def app(tmp_path_factory):
     assert build.returncode == 0, build.stderr
 
     def run(key, *args, reference=None):
-        out = subprocess.run([str(exe), "--kernels", str(ROOT / "kernels"), *args, str(reference or tmp / f"{key}.txt")],
+        ref = reference or tmp / f"{key}.txt"
+        out = subprocess.run([str(exe), "--kernels", str(ROOT / "kernels"), *args, str(ref)],
                              capture_output=True, text=True, timeout=120)
         return out.returncode, out.stdout + out.stderr
 

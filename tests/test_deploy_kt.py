@@ -1,6 +1,7 @@
 """cltune deploy from Kernel Tuner's results files (written here by Kernel Tuner's own
-`integration.store_results` and by cltune.kernel_tuner's) and from a kernel of your own: the options as measured, the default
-across devices, device names in Kernel Tuner's form, and the header's lookup compiled and run."""
+`integration.store_results` and by cltune.kernel_tuner's) and from a kernel of your own: the
+options as measured, the default across devices, device names in Kernel Tuner's form, and the
+header's lookup compiled and run."""
 
 import json
 
@@ -75,8 +76,8 @@ def test_a_json_that_is_not_kt_results_is_one_line(tmp_path):
     bad = tmp_path / "other.json"
     bad.write_text('{"results": []}')
     res = CliRunner().invoke(main, ["deploy", str(bad), "-o", str(tmp_path / "o")])
-    assert res.exit_code == 2 and "other.json: version_number: missing; not a results file of store_results" in res.output, \
-        res.output
+    expected = "other.json: version_number: missing; not a results file of store_results"
+    assert res.exit_code == 2 and expected in res.output, res.output
 
 
 def test_cltune_kernel_tuners_store_results_file_deploys_the_same(tmp_path):

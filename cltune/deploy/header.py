@@ -14,7 +14,9 @@ TYPES = """#ifndef CLTUNE_DEPLOY_TYPES
 typedef struct { const char *name; const char *value; } cltune_define;
 /* One kernel enqueue: local all 0 means NULL (the driver chooses); args: buffer names x w b out,
    ints, and floats ending in f, space-separated, in the kernel's argument order. */
-typedef struct { const char *kernel; unsigned work_dim; size_t global[3]; size_t local[3]; const char *args; } cltune_launch;
+typedef struct {
+    const char *kernel; unsigned work_dim; size_t global[3]; size_t local[3]; const char *args;
+} cltune_launch;
 typedef struct {
     const char *device, *driver, *problem;
     const char *match;          /* "exact", "nearest" or "default" */

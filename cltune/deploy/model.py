@@ -56,7 +56,8 @@ def winners(rows: list[dict]) -> dict[str, dict]:
 def shape_of(key: str, where: str) -> object:
     problem = problem_from_key(key)
     if problem is None:
-        raise UserError(f"{where}: {key!r} is not a conv problem key (such as n1_c8_h16_w16_k8_r3_s3_st1x1_p1x1_d1x1_g1)")
+        raise UserError(f"{where}: {key!r} is not a conv problem key "
+                        f"(such as n1_c8_h16_w16_k8_r3_s3_st1x1_p1x1_d1x1_g1)")
     return problem
 
 

@@ -31,7 +31,8 @@ def to_flat(deployment: dict) -> str:
                   e["options"], " ".join(e["sources"]), flat_launches(e["launches"]))
         for name, value in zip(FLAT_COLUMNS, fields):
             if any(c in value for c in "\t\n\r"):
-                raise UserError(f"{name} {value!r}: holds a tab or a line break, which the flat tuning file cannot hold")
+                raise UserError(f"{name} {value!r}: holds a tab or a line break, which the flat tuning "
+                                f"file cannot hold")
         lines.append("\t".join(fields))
     return "\n".join(lines) + "\n"
 
