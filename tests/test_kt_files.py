@@ -527,3 +527,15 @@ def test_a_damaged_results_file_names_the_file_and_key(tmp_path):
         path.write_text(json.dumps(doc))
         with pytest.raises(UserError, match=f"{path}: {match}"):
             ki.create_device_targets(tmp_path / "h.h", path)
+
+
+def test_neither_helper_writes_over_the_results_file(tmp_path):
+    # The bug it guards against: a header or a T4 file written over the store_results file it was
+    # made from, losing every device's results.
+    path = tmp_path / "results.json"
+    two_devices(path)
+    with pytest.raises(UserError, match="is also an input"):
+        ki.create_device_targets(path, path)
+    with pytest.raises(UserError, match="already holds Kernel Tuner results"):
+        fu.store_output_file(path, our_results(), TUNE)
+    assert ki.TuneResults(path).data

@@ -1,7 +1,7 @@
 """No command writes over measured data: every command that writes a file asks `check_output` first,
 which refuses (one line naming the file) an output that is one of the command's inputs or that
 already holds what was measured (cltune results, their device description, a database, a Kernel
-Tuner cache, T4 results, peaks, a race), unless it is what the command resumes or adds to."""
+Tuner cache or results file, T4 results, peaks, a race), unless it is what the command resumes or adds to."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ SIDECAR = "a results file's device description"
 DATABASE = "a database"
 KT_CACHE = "a Kernel Tuner cache"
 T4 = "T4 results"
+KT_RESULTS = "Kernel Tuner results (store_results)"
 PEAKS = "measured peaks"
 NET_SUMMARY = "a cltune net summary"
 NET_RACE = "a cltune net race"
@@ -65,6 +66,8 @@ def _json_kind(path: Path, gz: bool) -> str | None:
         return KT_CACHE
     if isinstance(data.get("results"), list):
         return T4
+    if "version_number" in data and isinstance(data.get("data"), list):
+        return KT_RESULTS
     if all(isinstance(data.get(k), (int, float)) for k in ("gflops", "gbps")):
         return PEAKS
     return None
