@@ -449,10 +449,7 @@ def test_results_files_go_both_ways_with_kernel_tuner(tmp_path):
     kt = pytest.importorskip("kernel_tuner.integration")
     two_devices(tmp_path / "ours.json")
     kt_rows = tmp_path / "kt.json"
-    kt.store_results(str(kt_rows), "vadd", SOURCE, TUNE, (1024, 1), tuned(1.0, 1.02, 2.0),
-                     {"device_name": "pthread-AMD EPYC"})
-    kt.store_results(str(kt_rows), "vadd", SOURCE, TUNE, 4096, tuned(3.0, 1.0, 1.01), {"device_name": "pthread-AMD EPYC"})
-    kt.store_results(str(kt_rows), "vadd", SOURCE, TUNE, (1024, 1), tuned(0.7, 0.9, 0.2, 0.4), {"device_name": "Mali-T860 MP4"})
+    two_devices(kt_rows, kt=kt)  # the same calls, to Kernel Tuner's store_results
     assert json.loads(kt_rows.read_text())["data"] == json.loads((tmp_path / "ours.json").read_text())["data"]
     for path in (tmp_path / "ours.json", kt_rows):
         theirs, ours = kt.TuneResults(str(path)), ki.TuneResults(path)
