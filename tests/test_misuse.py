@@ -333,3 +333,55 @@ def test_a_net_run_whose_database_stays_says_only_what_it_recorded(tmp_path):
     netrun.run(small_net(), netrun.NetOptions(out=tmp_path / "run", budget=8, rounds=0, best_db=db),
                echo=said.append, backend=NetFake())
     assert said[-1].startswith(f"best-config database {db}: ") and said[-1].endswith(" tasks recorded"), said[-1]
+
+
+def two_rerank_blocks(tmp_path) -> Path:
+    """A finished sweep whose re-ranking was cut (its last row lost), resumed: the re-ranking measured
+    again, twice as slow, after the cut one."""
+    cfg = make_config(budget=4, settings=False)
+    path = tmp_path / "r.csv"
+    opts = tune.Options(isolation=False, strategy="exhaustive")
+    tune.run(cfg, replace(opts, out=path), backend=FakeBackend())
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # a crash mid-re-ranking
+    tune.run(cfg, replace(opts, resume=path), backend=FakeBackend(jitter=(2.0,)))
+    return path
+
+
+def test_best_reads_only_the_last_re_ranking_of_a_file(tmp_path):
+    # The bug: `cltune best` ranked the cut re-ranking's rows with the one that replaced it.
+    from cltune.results import best, schema
+
+    path = two_rerank_blocks(tmp_path)
+    df = results.load(path)
+    rerank = df[df["phase"] == "rerank"]
+    assert len(rerank) == 2 + 3  # the cut block (2 of 3 rows), then the whole one
+    _, [entry] = best.update([path], tmp_path / "b.sqlite")
+    assert entry["run_ms"] == rerank[schema.TIME].iloc[2:].min() == 2 * rerank[schema.TIME].iloc[:2].min()
+
+
+def test_show_says_which_rows_are_a_superseded_re_ranking(tmp_path):
+    from click.testing import CliRunner
+
+    from cltune.cli.commands import main
+
+    path = two_rerank_blocks(tmp_path)
+    res = CliRunner().invoke(main, ["show", str(path)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].split()[:3] == ["setting", "status", "phase"]
+    phases = [line.split()[2] for line in lines[1:]]
+    assert phases == ["search"] * 4 + ["rerank-superseded"] * 2 + ["rerank"] * 3, res.output
+
+
+def test_a_resumed_best_alone_is_the_ranking_when_the_new_settings_fail(tmp_path):
+    path = tmp_path / "r.csv"
+    opts = tune.Options(isolation=False, strategy="exhaustive")
+    first = tune.run(make_config(budget=2, settings=False, rerank=1), replace(opts, out=path), backend=FakeBackend())
+    held = {r["params"] for r in first.rows}
+    cfg = make_config(budget=4, settings=False, rerank=1)
+    dry = FakeBackend()
+    tune.run(cfg, replace(opts, out=tmp_path / "dry.csv"), backend=dry)
+    hang = {s.params_json: Status.TIMEOUT for s in dry.measured if s.params_json not in held}
+    res = tune.run(cfg, replace(opts, resume=path), backend=FakeBackend(fail=hang))
+    assert [r["setting"] for r in res.ranking] == [r["setting"] for r in first.ranking] != []

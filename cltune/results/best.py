@@ -60,7 +60,7 @@ def update(files: list[str | Path], out: str | Path | None = None) -> tuple[Path
         missing = [c for c in NEEDED if c not in df.columns]
         if missing:
             raise UserError(f"{f}: not a results file of this cltune version (no {', '.join(missing)} column(s))")
-        frames.append(df)
+        frames.append(results.last_rerank(df))  # a re-ranking measured again: its last one
     entries = pick(pd.concat(frames, ignore_index=True))
     return store.put_best(entries, out), entries
 

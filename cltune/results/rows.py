@@ -24,7 +24,7 @@ from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIME, TIMES  # noqa: F401  (re
 if TYPE_CHECKING:  # pandas loads when a table is read, not with every sweep
     import pandas as pd
 
-SUMMARY = ["setting", "status", "queue_ms_median", "submit_ms_median", "run_ms_median",
+SUMMARY = ["setting", "status", "phase", "queue_ms_median", "submit_ms_median", "run_ms_median",
            "total_ms_median", "gflops", "max_abs_err"]
 
 
@@ -181,7 +181,38 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_table(df: pd.DataFrame) -> str:
+    """`cltune show`'s table; the rows of a re-ranking measured again later read `rerank-superseded`."""
+    if "phase" in df.columns:
+        old = superseded_rerank(df)
+        df = df.assign(phase=["rerank-superseded" if o else p for o, p in zip(old, df["phase"])])
     return summary(df).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-")
+
+
+def superseded_rerank(df: pd.DataFrame) -> list[bool]:
+    """The re-ranking rows of a file that a later re-ranking replaced (a resume measures a cut one
+    again, whole): all but the last block, where a block is a run of rerank rows in file order whose
+    `seq` counts up by one (it starts again in each session) and whose settings do not repeat."""
+    blocks, block, prev, keys = [], 0, None, None  # keys: the settings of the block going on, if any
+    seqs = df["seq"] if "seq" in df.columns else [None] * len(df)
+    for phase, seq, key in zip(df["phase"], seqs, df["key"] if "key" in df.columns else df["setting"]):
+        if phase != "rerank":
+            blocks.append(None)
+            keys = None
+            continue
+        seq = float(seq) if seq is not None and seq == seq else None  # an older file's: unknown
+        if keys is None or key in keys or (seq is not None and prev is not None and seq != prev + 1):
+            block, keys = block + 1, set()
+        prev = seq
+        keys.add(key)
+        blocks.append(block)
+    return [b is not None and b != block for b in blocks]
+
+
+def last_rerank(df: pd.DataFrame) -> pd.DataFrame:
+    """A file's rows without the re-ranking rows a later re-ranking replaced."""
+    if "phase" not in df.columns or not len(df):
+        return df
+    return df[[not o for o in superseded_rerank(df)]]
 
 
 def ok_rows(df: pd.DataFrame) -> pd.DataFrame:

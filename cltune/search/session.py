@@ -188,8 +188,8 @@ class Steps:
         the baseline measured again, interleaved, so their ranking and speedup are side by side; a
         finished sweep resumed measures nothing again."""
         cfg, rec = self.cfg, self.rec
-        held = rec.held[rec.held["phase"] == "search"].to_dict("records") if rec.held is not None else []
-        res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None, held=held)
+        searched = rec.held[rec.held["phase"] == "search"].to_dict("records") if rec.held is not None else []
+        res = Result(rec.path, rec.rows, baseline_ms=outcomes[0].cost if outcomes else None, held=searched)
         top = self.sweep.top(cfg.rerank, cfg.rerank_per_family, cfg.rerank_within, cfg.rerank_max)
         # Of each family's (or the whole run's) share of `top`, its first `rerank` are the plain top.
         groups = Counter(o.setting.family if cfg.rerank_per_family else None for o in top)
@@ -199,7 +199,8 @@ class Steps:
         rec.strategy = "rerank"
         # A finished sweep resumed: its re-ranking stands, unless the file lost part of it (a row
         # cut by a crash): then the whole re-ranking is measured again, side by side.
-        held = set(rec.held[rec.held["phase"] == "rerank"]["key"]) if rec.held_rerank else set()
+        last = results.last_rerank(rec.held) if rec.held_rerank else None  # a re-ranking measured again: its last
+        held = set(last[last["phase"] == "rerank"]["key"]) if last is not None else set()
         whole = bool(held) and all(rec.prepare(o.setting)["key"] in held for o in top)
         nothing_new = whole and not rec.rows
         if len(top) >= 2 and not nothing_new:
@@ -209,10 +210,10 @@ class Steps:
                 rec.record(m, "rerank")
             final = [r for r in rec.rows if r["phase"] == "rerank" and timed(r["status"])]
         elif nothing_new:
-            final = results.ok_rows(rec.held[rec.held["phase"] == "rerank"]).to_dict("records")
+            final = results.ok_rows(last[last["phase"] == "rerank"]).to_dict("records")
         else:
             keys = {rec.prepare(o.setting)["key"] for o in top}  # the file's rows: a resumed best too
-            final = list({r["key"]: r for r in [*held, *rec.rows] if r["key"] in keys}.values())
+            final = list({r["key"]: r for r in [*searched, *rec.rows] if r["key"] in keys}.values())
         res.ranking = sorted(final, key=lambda r: r[schema.TIME])
         base = [r for r in final if r["setting"] == cfg.baseline]
         if base:  # measured beside the others: the speedup is side by side
