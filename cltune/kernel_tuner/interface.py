@@ -5,6 +5,7 @@ Returns Kernel Tuner's (results, env); see docs/user-kernels.md for what each pa
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import time
 from datetime import datetime
@@ -33,6 +34,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     objective, higher = opt.objective(objective, objective_higher_is_better, objectives)
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"iterations: expected an int >= 1, got {iterations!r}")
+    if parallel is None:  # as Kernel Tuner: the environment may ask for it
+        parallel = bool(os.environ.get("KERNEL_TUNER_PARALLEL")) or None
     if parallel and simulation_mode:
         raise ValueError("Enabling `parallel` and `simulation_mode` together is not supported")
     _start_log(log, kernel_name)
@@ -64,24 +67,34 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     finally:
         if writer is not None:
             writer.close()
-    results = run.results
-    call = {"problem_size": _plain(problem_size), "tune_params": _plain(tune_params), "iterations": iterations,
+    env = _environment(run, cfg, _call(problem_size, tune_params, iterations, compiler_options, objective,
+                                                higher, strategy, strategy_options, simulation_mode), started)
+    printer.best(objective, env["best_config"], knobs + [objective] + [m for m in metric_fns if m != objective],
+                 run.ranking if objective == "time" else [])
+    printer.wrong(run.results)
+    log_.info("tuned %s: %d settings, %d failed, %d wrong", kernel_name, len(run.results), env["failed"],
+              env["wrong_results"])
+    return run.results, env
+
+
+def _call(problem_size, tune_params, iterations, compiler_options, objective, higher, strategy,
+                   strategy_options, simulation_mode) -> dict:
+    """What env repeats of the call (JSON-ready)."""
+    return {"problem_size": _plain(problem_size), "tune_params": _plain(tune_params), "iterations": iterations,
             "compiler_options": compiler_options, "objective": objective, "objective_higher_is_better": higher,
-            "strategy": strategy or "brute_force", "cltune_strategy": cfg.search_strategy,
-            "strategy_options": strategy_options or {}, "results_file": str(run.path) if run.path else None,
+            "strategy": strategy or "brute_force", "strategy_options": strategy_options or {},
             "simulation": bool(simulation_mode)}
-    env = environment(run.rows, results, run.device, call)
-    env["best_config"] = best(results, objective, higher, run.winner)
+
+
+def _environment(run, cfg, call: dict, started: float) -> dict:
+    env = environment(run.rows, run.results, run.device, {
+        **call, "cltune_strategy": cfg.search_strategy, "results_file": str(run.path) if run.path else None})
+    env["best_config"] = best(run.results, call["objective"], call["objective_higher_is_better"], run.winner)
     env["rerank"] = run.ranking
     env["overhead_time"] = 1e3 * (time.perf_counter() - started) - sum(
         env[k] for k in ("total_compile_time", "total_verification_time", "total_benchmark_time",
                          "total_framework_time"))
-    printer.best(objective, env["best_config"], knobs + [objective] + [m for m in metric_fns if m != objective],
-                 run.ranking if objective == "time" else [])
-    printer.wrong(results)
-    log_.info("tuned %s: %d settings, %d failed, %d wrong", kernel_name, len(results), env["failed"],
-              env["wrong_results"])
-    return results, env
+    return env
 
 
 def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, iterations, budget, time_limit,
