@@ -9,18 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
+from . import kernel_values as kv
 from .core.errors import UserError
 
-DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32", "uint32", "int8", "uint8")}
-SIZE_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
-BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
-DEFAULT_BLOCK = (256, 1, 1)  # Kernel Tuner's, for a block size the space does not name
+DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32", "uint32", "int8", "uint8",
+                                        "int16", "uint16", "int64", "uint64")}
 
 
-def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, *, grid_div_x=None,
-                grid_div_y=None, grid_div_z=None, block_size_names=None, restrictions=None, answer=None,
-                atol=1e-6, rtol=1e-5, strategy=None, budget=None, time_limit=None, device=None, out=None,
-                compiler_options=None, seed=None):
+def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=None,
+                grid_div_y=None, grid_div_z=None, restrictions=None, answer=None, atol=1e-6, *,
+                block_size_names=None, rtol=1e-5, strategy=None, budget=None, time_limit=None, device=None,
+                out=None, compiler_options=None, seed=None, iterations=None):
     """Tune `kernel_name` of `kernel_source` (source text or a file) over `tune_params` (knob ->
     values, each a -D macro) with Kernel Tuner's meanings: global size = ceil(problem_size /
     product of the grid divisors) x the block size, the block size from `block_size_names`
@@ -35,7 +34,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     cfg = kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=grid_div_x,
                         grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,
                         restrictions=restrictions, answer=answer, atol=atol, rtol=rtol, strategy=strategy,
-                        compiler_options=compiler_options)
+                        compiler_options=compiler_options, iterations=iterations)
     path = Path(out) if out else None
     if path is not None:  # a results file is resumed; the kernel's source or other measured data refused
         sources = kernel_source if isinstance(kernel_source, (list, tuple)) else [kernel_source]
@@ -50,7 +49,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
 
 def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, *, grid_div_x=None,
                   grid_div_y=None, grid_div_z=None, block_size_names=None, restrictions=None, answer=None,
-                  atol=1e-6, rtol=1e-5, strategy=None, compiler_options=None, defines=None, verify=None):
+                  atol=1e-6, rtol=1e-5, strategy=None, compiler_options=None, defines=None, verify=None,
+                  iterations=None):
     """The Config a tune_kernel call tunes (its KernelProblem, its one Space), checked before any
     device is opened; the Kernel Tuner surface (cltune.kernel_tuner) tunes the same one. `defines`:
     fixed macros (name -> value); `verify`: Kernel Tuner's verify(answer, outputs, atol) (Reference.verify)."""
@@ -59,58 +59,25 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
     from .core.space import Space
     from .workloads.kernel import register_problem
 
-    source = _source(kernel_source)
-    if not isinstance(tune_params, dict) or not tune_params or not all(
-            isinstance(v, (list, tuple)) and len(v) > 0 for v in tune_params.values()):
-        raise UserError("tune_params: expected a dict of knob names and non-empty value lists")
-    sizes = _problem_size(problem_size)
-    blocks = tuple(block_size_names or BLOCK_NAMES)
+    tune_params = kv.knob_values(tune_params)  # Kernel Tuner's value forms: kernel_values.py
+    source, generator = kv.source_forms(kernel_source, tune_params)
+    sizes, glob, local, derived = kv.geometry(problem_size, tune_params, block_size_names,
+                                              (grid_div_x, grid_div_y, grid_div_z))
     args = _arguments(kernel_name, source, arguments, answer)
-    divs = (grid_div_x, grid_div_y, grid_div_z)
-    glob, local = [], []
-    for d, (name, size) in enumerate(sizes):
-        block = blocks[d] if d < len(blocks) and blocks[d] in tune_params else str(DEFAULT_BLOCK[d])
-        div = divs[d] if divs[d] is not None else ([blocks[d]] if d < len(blocks) and blocks[d] in tune_params else [])
-        div_text = " * ".join(f"({x})" for x in div) or "1"
-        glob.append(f"({name} + ({div_text}) - 1) // ({div_text}) * ({block})")
-        local.append(block)
     reference = None
     if verify is not None:  # the user's function compares: answer as given, any shapes
-        reference = Reference("arrays", verify=verify, answer=tuple(answer or (None,) * len(args)))
+        reference = Reference("arrays", verify=kv.shippable(verify, "verify"), answer=tuple(answer or (None,) * len(args)))
     elif answer is not None:
         reference = Reference("arrays", arrays=tuple((a.name, np.asarray(x)) for a, x in zip(args, answer)
                                                      if x is not None))
-    problem = KernelProblem(kernel_name, source, sizes, tuple(glob), tuple(local), tuple(args),
+    problem = KernelProblem(kernel_name, source, sizes, glob, local, tuple(args),
                             defines=tuple((defines or {}).items()), options=tuple(compiler_options or ()),
-                            reference=reference, where="tune_kernel")
+                            reference=reference, where="tune_kernel", generator=generator, derived=derived)
     register_problem(problem)
     space = Space(problem.family, tuple((k, tuple(v)) for k, v in tune_params.items()),
                   _restrictions(restrictions, tune_params, sizes))
-    return cfgmod.Config(kernel_name, "tune_kernel", problem, (), cfgmod.default_timing(), rtol=rtol, atol=atol,
+    return cfgmod.Config(kernel_name, "tune_kernel", problem, (), kv.timing(iterations), rtol=rtol, atol=atol,
                          spaces=(space,), strategy=strategy)
-
-
-def _source(kernel_source) -> str:
-    if isinstance(kernel_source, (list, tuple)):
-        return "\n".join(_source(s) for s in kernel_source)
-    if isinstance(kernel_source, Path) or (isinstance(kernel_source, str) and "\n" not in kernel_source
-                                           and kernel_source.strip().endswith((".cl", ".c", ".h"))):
-        try:
-            return Path(kernel_source).read_text()
-        except OSError as exc:
-            raise UserError(f"kernel_source: cannot read {kernel_source}: {exc.strerror or exc}") from None
-    if not isinstance(kernel_source, str) or not kernel_source.strip():
-        raise UserError("kernel_source: expected the kernel's source text, or a .cl file")
-    return kernel_source
-
-
-def _problem_size(problem_size) -> tuple:
-    sizes = problem_size if isinstance(problem_size, (list, tuple)) else (problem_size,)
-    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
-                                            and 0 < s < 2**64 for s in sizes):
-        raise UserError(f"problem_size: expected an int > 0 (below 2^64, a size_t) or a tuple of 1 to 3 of them, "
-                        f"got {problem_size!r}")
-    return tuple((SIZE_NAMES[i], int(s)) for i, s in enumerate(sizes))
 
 
 def parameter_names(kernel_name: str, source: str) -> list[str]:
@@ -147,7 +114,8 @@ def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
                             + (f" of {value.dtype}" if hasattr(value, "dtype") else ""))
         checked = answer is not None and answer[i] is not None
         if isinstance(value, np.ndarray) and value.ndim > 0:
-            out.append(Arg(name, "buffer", dtype, tuple(str(s) for s in value.shape), np.array(value), checked))
+            out.append(Arg(name, "buffer", dtype, tuple(str(s) for s in value.shape), np.array(value), checked,
+                           order=kv.memory_order(value, f"arguments[{i}] ({name})")))
         else:
             if checked:
                 raise UserError(f"answer[{i}] ({name}): a scalar argument cannot be checked")

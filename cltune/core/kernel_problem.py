@@ -11,6 +11,7 @@ share resume keys and best-config entries, and a changed source or argument neve
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import re
@@ -24,7 +25,8 @@ from .expr import ExprError, parse
 # dtype name -> (numpy dtype, the OpenCL C type of its elements)
 DTYPES = {"float32": ("float32", "float"), "float16": ("float16", "half"), "float64": ("float64", "double"),
           "int32": ("int32", "int"), "uint32": ("uint32", "uint"), "int8": ("int8", "char"),
-          "uint8": ("uint8", "uchar")}
+          "uint8": ("uint8", "uchar"), "int16": ("int16", "short"), "uint16": ("uint16", "ushort"),
+          "int64": ("int64", "long"), "uint64": ("uint64", "ulong")}
 FILLS = ("random", "zeros", "arange", "nan")
 
 
@@ -40,6 +42,7 @@ class Arg:
     output: bool = False  # checked against the reference after the verification launch
     value: str = ""  # expression text over sizes, knobs and device values (scalars)
     local: str = ""  # bytes, expression text over sizes, knobs and device values (local buffers)
+    order: str = "C"  # a buffer's memory layout: "F" (Fortran) goes to the device as laid out, never re-laid
 
     @property
     def np_dtype(self):
@@ -90,6 +93,12 @@ class KernelProblem:
     bytes_expr: str = ""
     where: str = "kernel"  # the config file (or tune_kernel), for error lines
     source_lines: tuple = ()  # where each line of `source` came from (core/sources.py); not in the key
+    # A function of the knob dict returning the source text (Kernel Tuner's code generator): each
+    # setting is built from its own source, and its rows' source_hash is that source's
+    generator: object = None
+    # ((name, function of the knob dict), ...): per-setting values the geometry's expressions name
+    # (a problem size or grid divisor given as a function)
+    derived: tuple = ()
     key: str = field(init=False, default="")
 
     def __post_init__(self):
@@ -104,7 +113,7 @@ class KernelProblem:
     def _make_key(self) -> str:
         h = hashlib.sha1()
         for part in (self.name, self.source, self.sizes, self.global_size, self.local_size, self.defines,
-                     self.options):
+                     self.options, function_text(self.generator), [(n, function_text(f)) for n, f in self.derived]):
             h.update(json.dumps(part, default=str).encode())
         for a in self.args:
             fill = a.fill
@@ -116,8 +125,8 @@ class KernelProblem:
                         fill = hashlib.sha1(f.read()).hexdigest()
                 except OSError:
                     pass  # a missing file is refused when the config is read
-            h.update(json.dumps([a.name, a.kind, a.dtype, a.shape, fill, a.output, a.value, a.local],
-                                default=str).encode())
+            h.update(json.dumps([a.name, a.kind, a.dtype, a.shape, fill, a.output, a.value, a.local]
+                                + ([a.order] if a.order != "C" else []), default=str).encode())
         sizes = "_".join(f"{k}{v}" for k, v in self.sizes)
         stem = re.sub(r"[^A-Za-z0-9_]+", "", f"{self.name}_{sizes}")[:60]
         return f"kernel_{stem}_{h.hexdigest()[:10]}"
@@ -182,7 +191,8 @@ class KernelProblem:
         return math.prod(self.shape(arg)) * arg.np_dtype.itemsize
 
     def host_arrays(self, seed: int) -> dict:
-        """Every buffer argument's initial contents: name -> a C-contiguous array of its dtype."""
+        """Every buffer argument's initial contents: name -> an array of its dtype, laid out in
+        memory as the argument's `order` says (C, or F: Fortran)."""
         return {a.name: filled(a, self.shape(a), seed + i) for i, a in enumerate(self.args) if a.kind == "buffer"}
 
     def scalar_env(self) -> dict:
@@ -200,13 +210,18 @@ class KernelProblem:
 def filled(arg: Arg, shape: tuple, seed: int) -> np.ndarray:
     """An argument's initial contents (see Arg.fill); an output without a fill starts as NaN
     (floats) or a canary value (ints), so an element no work-item writes fails the check."""
+    arr = _filled(arg, shape, seed)
+    return np.asfortranarray(arr) if arg.order == "F" else np.ascontiguousarray(arr)
+
+
+def _filled(arg: Arg, shape: tuple, seed: int) -> np.ndarray:
     dtype, fill = arg.np_dtype, arg.fill
     if fill is None:
         fill = "nan" if arg.output else "random"
     if isinstance(fill, np.ndarray):
-        return np.ascontiguousarray(fill.reshape(shape).astype(dtype, copy=False))
+        return fill.reshape(shape).astype(dtype, copy=False)
     if isinstance(fill, str) and fill.endswith(".npy"):
-        return np.ascontiguousarray(np.load(fill, allow_pickle=False).reshape(shape).astype(dtype))
+        return np.load(fill, allow_pickle=False).reshape(shape).astype(dtype)
     if fill == "zeros":
         return np.zeros(shape, dtype)
     if fill == "arange":
@@ -226,6 +241,18 @@ def canary(dtype) -> int:
     """The value an int output starts as: unlikely to be the right answer anywhere."""
     return {1: 0x5A, 2: 0x5A5A, 4: 0x5A5A5A5A, 8: 0x5A5A5A5A5A5A5A5A}[np.dtype(dtype).itemsize] & \
         np.iinfo(dtype).max
+
+
+def function_text(fn) -> str:
+    """What identifies a user's function in a problem's key: its source where Python has it, else
+    its qualified name (a changed generator is a changed kernel)."""
+    if fn is None:
+        return ""
+    fn = getattr(fn, "fn", fn)
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
 def evaluate(text: str, env: dict, what: str):

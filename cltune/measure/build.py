@@ -1,6 +1,9 @@
 """Source + -D options -> cl.Program, cached; settings measured one after another built together in
 one program; failures kept as data; optional builds ahead of use.
 
+A setting's -D macros reach the compiler as `#define` lines at the top of its source, alone or
+batched (with_defines); its rows' `build_options` still list them as -D.
+
 Why batches: PoCL answers a repeated build of the same source from its kernel cache, but only after
 preprocessing the source against its OpenCL headers to find the entry, 20-25 ms a program however
 small the kernel (measured on PoCL 3.1, a 2-core EPYC). Five settings of a template in one program
@@ -133,7 +136,17 @@ def batchable(source: str) -> bool:
 
 def _define(option: str) -> tuple[str, str]:
     name, _, value = option[2:].partition("=")
-    return name, value if value else "1"
+    return name.strip(), value if value else "1"
+
+
+def with_defines(source: str, macros) -> str:
+    """`source` with its -D macros as `#define` lines at its top, as a batch defines them: after the
+    OpenCL headers the compiler includes first, so a knob named like a header word (`read_only`)
+    builds alone as it builds batched (`-Dread_only=0` on the command line breaks PoCL's header).
+    `#line 1` keeps the build log's line numbers those of the source."""
+    if not macros:
+        return source
+    return "".join(f"#define {k} {v}\n" for k, v in map(_define, macros)) + "#line 1\n" + source
 
 
 def split_options(options) -> tuple[tuple, tuple]:
@@ -174,9 +187,10 @@ class Builder:
 
     def _one(self, source: str, options: tuple) -> Built | cl.Error:
         t0 = time.perf_counter()
+        macros, plain = split_options(options)
         try:
             with compiler_quiet():
-                prg = cl.Program(self.ctx, source).build(options=list(options))
+                prg = cl.Program(self.ctx, with_defines(source, macros)).build(options=list(plain))
         except cl.Error as exc:
             return exc
         return Built(prg, "", (time.perf_counter() - t0) * 1e3)

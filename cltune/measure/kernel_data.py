@@ -75,7 +75,7 @@ class KernelData:
         before may have written where it should not), the guard bands to the canary."""
         for a in self.problem.buffers:
             whole = np.full(2 * self.guard + self.host[a.name].nbytes, CANARY, np.uint8)
-            whole[self.guard:self.guard + self.host[a.name].nbytes] = self.host[a.name].reshape(-1).view(np.uint8)
+            whole[self.guard:self.guard + self.host[a.name].nbytes] = raw_bytes(self.host[a.name])
             cl.enqueue_copy(queue, self.parents[a.name], whole, is_blocking=False)
             self._keep = whole  # alive until the copy is done (the queue is in order)
 
@@ -108,8 +108,7 @@ class KernelData:
         for a, raw in zip(self.problem.buffers, copies):
             if a.name not in self.expected:
                 continue
-            n = self.host[a.name].nbytes
-            got = raw[self.guard:self.guard + n].view(a.np_dtype).reshape(self.host[a.name].shape)
+            got = self._output(a, raw)
             r, t = self.problem.reference.tolerance(a.name, rtol if got.dtype.kind == "f" else 0.0,
                                                     atol if got.dtype.kind == "f" else 0.0)
             ok, err = compare(got, self.expected[a.name], r, t)
@@ -124,8 +123,7 @@ class KernelData:
     def _verify(self, copies: list, atol: float) -> tuple[Status, float, str]:
         """Kernel Tuner's verify(answer, outputs, atol): falsy is a wrong result, an exception an error row."""
         ref = self.problem.reference
-        got = {a.name: raw[self.guard:self.guard + self.host[a.name].nbytes].view(a.np_dtype)
-               .reshape(self.host[a.name].shape).copy() for a, raw in zip(self.problem.buffers, copies)}
+        got = {a.name: self._output(a, raw).copy() for a, raw in zip(self.problem.buffers, copies)}
         outputs = [got[a.name] if a.kind == "buffer" and a.output else None for a in self.problem.args]
         fn = ref.verify
         try:
@@ -140,14 +138,20 @@ class KernelData:
             return Status.WRONG_RESULT, None, f"verify({getattr(fn, '__name__', 'verify')}) returned {ok!r}"
         return Status.OK, None, ""
 
+    def _output(self, a, raw: np.ndarray) -> np.ndarray:
+        """An output as the caller's array holds it: the argument's bytes (`raw` is its whole
+        allocation, guards included) in its own layout, C or Fortran."""
+        host = self.host[a.name]
+        got = raw[self.guard:self.guard + host.nbytes].view(a.np_dtype)
+        return got.reshape(host.shape, order="F" if a.order == "F" else "C")
+
     def arguments_now(self, queue) -> dict:
-        """Every buffer argument's contents as they are now, in its own dtype and shape, waited
+        """Every buffer argument's contents as they are now, in its own dtype and layout, waited
         for (Kernel Tuner's run_kernel returns them all)."""
         raws, last = self.read(queue)
         if last is not None:
             last.wait()
-        return {a.name: raw[self.guard:self.guard + self.host[a.name].nbytes].view(a.np_dtype)
-                .reshape(self.host[a.name].shape).copy() for a, raw in zip(self.problem.buffers, raws)}
+        return {a.name: self._output(a, raw).copy() for a, raw in zip(self.problem.buffers, raws)}
 
     def outputs_now(self, queue) -> dict:
         """Every output's contents as they are now, waited for (a reference setting's answer)."""
@@ -160,6 +164,12 @@ class KernelData:
 
     def result(self, queue) -> dict:
         return {name: arr for name, arr in self.outputs_now(queue).items()}
+
+
+def raw_bytes(arr: np.ndarray) -> np.ndarray:
+    """An array's memory as bytes, in the order it is laid out (a Fortran-order array's columns
+    first): what the device gets, as Kernel Tuner passes it."""
+    return arr.ravel(order="A").view(np.uint8)
 
 
 def _where(got, expected, rtol, atol) -> str:

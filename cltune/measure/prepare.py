@@ -38,7 +38,7 @@ def prepare(runner, problem, setting: Setting, together=()) -> Prepared:
     family = get_family(setting.family)
     p = family.resolve(setting.values)
     options = family.options(problem, p)
-    prep = Prepared(setting, dict(setting=setting, source_hash=family.source_hash(),
+    prep = Prepared(setting, dict(setting=setting, source_hash=family.source_hash(p),
                                   build_options=" ".join(options), **family.figures(problem, p)),
                     family, p)
     reason = family.reject_reason(problem, p, runner.info)
@@ -46,9 +46,9 @@ def prepare(runner, problem, setting: Setting, together=()) -> Prepared:
         prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)
         return prep
     try:
-        built = runner.builder.build(family.source(), options, together)
+        built = runner.builder.build(family.source(p), options, together)
         prep.base["build_ms"] = built.ms
-    except cl.Error as exc:
+    except (cl.Error, ValueError) as exc:  # ValueError: a source generator failed for this setting
         error = named(first_error_line(exc), family.source_lines(p))  # the user's file and line
         prep.failed = Measurement(status=Status.BUILD_ERROR, error=error, **prep.base)
         return prep
@@ -76,7 +76,10 @@ def build_requests(info, problem, settings) -> list[tuple[str, list[str]]]:
         family = get_family(s.family)
         p = family.resolve(s.values)
         if family.reject_reason(problem, p, info) is None:
-            out.append((family.source(), family.options(problem, p)))
+            try:
+                out.append((family.source(p), family.options(problem, p)))
+            except ValueError:
+                continue  # a source generator that fails: the setting's own row says so
     return out
 
 

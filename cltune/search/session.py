@@ -59,7 +59,7 @@ def identity(info, problem) -> Callable[[Setting], dict]:
             family = get_family(setting.family)
             values = family.resolve(setting.values)
             options = " ".join(family.options(problem, values))
-            source_hash = family.source_hash()
+            source_hash = family.source_hash(values)
             done[setting.key] = {"build_options": options, "source_hash": source_hash,
                                  **family.figures(problem, values),
                                  "key": results.resume_key(info, problem, setting, options, source_hash)}

@@ -80,11 +80,13 @@ class Family:
             out[key] = value
         return out
 
-    def source(self) -> str:
+    def source(self, p: dict | None = None) -> str:
+        """The family's source; `p` (a setting's values) for a family whose source follows the
+        setting (a user kernel's generator), unused here."""
         return "\n".join(read_kernel(f) for f in ("epilogue.cl",) + tuple(self.sources))
 
-    def source_hash(self) -> str:
-        return hashlib.sha256(self.source().encode()).hexdigest()[:12]
+    def source_hash(self, p: dict | None = None) -> str:
+        return hashlib.sha256(self.source(p).encode()).hexdigest()[:12]
 
     def source_lines(self, p: dict | None = None) -> tuple:
         """Where each line of source() came from, kernels/<file>.cl (core/sources.py): what a build

@@ -55,11 +55,25 @@ class KernelFamily(Family):
                 raise UserError(f"{where}knob {key} must be a number, a string or a boolean, got {value!r}")
         return dict(values)
 
-    def source(self) -> str:
-        return self.problem.source
+    def source(self, p: dict | None = None) -> str:
+        """The kernel's source; a generator's (problem.generator) is the one of setting `p`
+        (ValueError naming the generator when it fails or gives no text)."""
+        gen = self.problem.generator
+        if gen is None or p is None:
+            return self.problem.source
+        try:
+            text = gen(dict(p))
+        except Exception as exc:  # noqa: BLE001 (the user's function: its failure is this setting's row)
+            raise ValueError(f"kernel_source: the generator raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"kernel_source: the generator returned {type(text).__name__}, not source text")
+        return text
 
-    def source_hash(self) -> str:
-        return hashlib.sha256(self.problem.source.encode()).hexdigest()[:12]
+    def source_hash(self, p: dict | None = None) -> str:
+        try:
+            return hashlib.sha256(self.source(p).encode()).hexdigest()[:12]
+        except ValueError:
+            return ""  # a generator that fails for this setting: no source, its row says why
 
     def source_lines(self, p: dict | None = None) -> tuple:
         """The config's files and lines (core/sources.py); tune_kernel's text is `<kernel_source>`."""
@@ -123,12 +137,29 @@ class KernelFamily(Family):
     # Helpers -----------------------------------------------------------------------------------
     def geometry(self, problem, p: dict, device) -> tuple[tuple, tuple | None]:
         """(global size, local size or None) of a setting; ExprError when an expression fails."""
-        env = {**problem.env(), **p, **_device_env(device)}
+        env = {**problem.env(), **p, **derived(problem, p), **_device_env(device)}
         glob = tuple(whole(t, env, f"global_size[{i}]") for i, t in enumerate(problem.global_size))
         local = None
         if problem.local_size is not None:
             local = tuple(whole(t, env, f"local_size[{i}]") for i, t in enumerate(problem.local_size))
         return glob, local
+
+
+def derived(problem, p: dict) -> dict:
+    """The problem's per-setting values (problem.derived: a problem size or a grid divisor given as
+    a function of the knobs) for setting `p`; ExprError naming the function when one fails."""
+    out = {}
+    for name, fn in problem.derived:
+        try:
+            value = fn(dict(p))
+        except Exception as exc:  # noqa: BLE001 (the user's function: this setting's row says why)
+            raise ExprError(f"{getattr(fn, 'what', name)} raised {type(exc).__name__}: {exc}") from None
+        if hasattr(value, "item"):
+            value = value.item()  # a numpy number
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ExprError(f"{getattr(fn, 'what', name)} returned {value!r}, not a number")
+        out[name] = value
+    return out
 
 
 def local_bytes_refusal(problem, p: dict, device) -> str | None:

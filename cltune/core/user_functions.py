@@ -1,0 +1,69 @@
+"""A user's function inside a problem (a kernel source generator, a problem size or grid divisor
+given as a function of the knobs, a `verify`): it travels with the problem to the worker process
+that measures, by value with cloudpickle where that is installed (so a lambda or a function defined
+inside another one works), else by reference (a module-level function)."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import numpy as np
+
+from .errors import UserError
+
+
+class UserFunction:
+    """`fn`, called with the knob dict (or verify's arguments). With `part` (0, 1, 2): one dimension
+    of what it returns (an int, or a tuple of 1-3 of them; 1 for a dimension it does not give)."""
+
+    def __init__(self, fn, what: str, part: int | None = None):
+        self.fn, self.what, self.part = fn, what, part
+        self.__name__ = getattr(fn, "__name__", what)
+        try:  # what inspect.signature reports: the user's own (whether verify takes atol)
+            self.__signature__ = inspect.signature(fn)
+        except (TypeError, ValueError):
+            pass
+
+    def __call__(self, *args, **kwargs):
+        value = self.fn(*args, **kwargs)
+        if self.part is None:
+            return value
+        return dimension(value, self.part, self.what)
+
+    def __reduce__(self):
+        try:
+            import cloudpickle
+        except ImportError:
+            return (UserFunction, (self.fn, self.what, self.part))
+        return (_loads, (cloudpickle.dumps(self.fn), self.what, self.part))
+
+    def __repr__(self) -> str:
+        return f"UserFunction({getattr(self.fn, '__qualname__', self.fn)!r}, {self.what!r})"
+
+
+def _loads(data: bytes, what: str, part):
+    return UserFunction(pickle.loads(data), what, part)
+
+
+def dimension(value, part: int, what: str) -> int:
+    """Dimension `part` of a size a function returned: an int, or a tuple/list of 1 to 3 ints
+    (numpy ints taken); a dimension it does not give is 1."""
+    sizes = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else (value,)
+    if not 1 <= len(sizes) <= 3 or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+                                            for s in sizes):
+        raise ValueError(f"{what} returned {value!r}, not an int or a tuple of 1 to 3 ints")
+    return int(sizes[part]) if part < len(sizes) else 1
+
+
+def shippable(fn, what: str) -> UserFunction:
+    """`fn` wrapped to travel to a worker process; one line naming `what` when it cannot."""
+    if not callable(fn):
+        raise UserError(f"{what}: expected a function, got {type(fn).__name__}")
+    wrapped = fn if isinstance(fn, UserFunction) else UserFunction(fn, what)
+    try:
+        pickle.dumps(wrapped)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        raise UserError(f"{what}: {getattr(fn, '__qualname__', fn)!r} cannot be sent to the worker process "
+                        f"({type(exc).__name__}); define it at module level, or install cloudpickle") from None
+    return wrapped
