@@ -61,7 +61,7 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
 
     tune_params = kv.knob_values(tune_params)  # Kernel Tuner's value forms: kernel_values.py
     source, generator = kv.source_forms(kernel_source, tune_params)
-    sizes, glob, local, derived = kv.geometry(problem_size, tune_params, block_size_names,
+    sizes, glob, local, derived, blocks = kv.geometry(problem_size, tune_params, block_size_names,
                                               (grid_div_x, grid_div_y, grid_div_z))
     args = _arguments(kernel_name, source, arguments, answer)
     reference = None
@@ -72,7 +72,8 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
                                                      if x is not None))
     problem = KernelProblem(kernel_name, source, sizes, glob, local, tuple(args),
                             defines=tuple((defines or {}).items()), options=tuple(compiler_options or ()),
-                            reference=reference, where="tune_kernel", generator=generator, derived=derived)
+                            reference=reference, where="tune_kernel", generator=generator, derived=derived,
+                            block_names=blocks)
     register_problem(problem)
     space = Space(problem.family, tuple((k, tuple(v)) for k, v in tune_params.items()),
                   _restrictions(restrictions, tune_params, sizes))

@@ -56,9 +56,9 @@ def first_setting(knobs: dict) -> dict:
 
 # Problem size and launch geometry ------------------------------------------------------------
 def geometry(problem_size, knobs: dict, block_size_names, grid_div) -> tuple:
-    """(sizes, global size texts, local size texts, derived) for KernelProblem: `sizes` the named
-    integers of the problem, `derived` ((name, function of the knob dict), ...) for what is given
-    as a function, evaluated per setting."""
+    """(sizes, global size texts, local size texts, derived, block names) for KernelProblem: `sizes`
+    the named integers of the problem, `derived` ((name, function of the knob dict), ...) for what
+    is given as a function, evaluated per setting; the 3 block size names."""
     blocks = tuple(block_size_names or BLOCK_NAMES)
     if len(blocks) > 3 or not all(isinstance(b, str) for b in blocks):
         raise UserError(f"block_size_names: expected 1 to 3 knob names, got {block_size_names!r}")
@@ -75,7 +75,7 @@ def geometry(problem_size, knobs: dict, block_size_names, grid_div) -> tuple:
         size = texts[d] if d < len(texts) else "1"
         glob.append(f"({size} + ({div}) - 1) // ({div}) * ({block})")
         local.append(block)
-    return tuple(sizes), tuple(glob), tuple(local), tuple(derived)
+    return tuple(sizes), tuple(glob), tuple(local), tuple(derived), blocks
 
 
 def _problem_sizes(problem_size, knobs: dict) -> tuple[list, list, list]:

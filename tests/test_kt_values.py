@@ -174,7 +174,7 @@ def test_kernel_tuners_grid_meanings_without_a_device():
     from cltune.core.kernel_problem import evaluate
 
     def glob(size, divs, knobs, p):
-        _, g, _, derived = kv.geometry(size, kv.knob_values(knobs), None, divs)
+        _, g, _, derived, _ = kv.geometry(size, kv.knob_values(knobs), None, divs)
         env = {"problem_size_x": size if isinstance(size, int) else 0, **p,
                **{k: f(p) for k, f in derived}}
         return evaluate(g[0], env, "x")
@@ -235,3 +235,34 @@ def test_user_functions_reach_the_worker_by_value():
     assert fn({"x": 2}) == 6
     with pytest.raises(UserError, match="kernel_source: expected a function"):
         shippable("text", "kernel_source")
+
+
+def test_kernel_tuners_implicit_macros_beside_the_knobs():
+    """Guards against a kernel that uses Kernel Tuner's implicit macros (an untuned block_size_y,
+    grid_size_x, kernel_tuner) failing to build here: KT defines them for every setting."""
+    from cltune.kernel_api import kernel_config
+    from cltune.workloads.kernel import register_problem
+
+    a, b, c, n = vector_add()
+    cfg = kernel_config("vector_add", ADD, (100, 3), [c, a, b, n], {"block_size_x": [16], "SCALE": [1],
+                                                                     "OFFSET": [0]})
+    options = register_problem(cfg.problem).options(cfg.problem, {"block_size_x": 16, "SCALE": 1, "OFFSET": 0})
+    for macro in ("-Dblock_size_x=16", "-Dblock_size_y=1", "-Dblock_size_z=1", "-Dgrid_size_x=7",
+                  "-Dgrid_size_y=3", "-Dgrid_size_z=1", "-Dkernel_tuner=1", "-DSCALE=1"):
+        assert macro in options
+
+
+def test_float64_on_a_device_without_fp64_is_one_line_naming_it():
+    """Guards against a float64 argument reaching a device without cl_khr_fp64 (a build error per
+    setting, or garbage) instead of one line before any row."""
+    from types import SimpleNamespace
+
+    from cltune.kernel_api import kernel_config
+    from cltune.measure.kernel_data import KernelData
+
+    e = np.linspace(0, 1, 8)
+    cfg = kernel_config("half", "__kernel void half(__global double *e) { e[get_global_id(0)] *= 0.5; }", 8, [e],
+                        {"block_size_x": [8]})
+    mali = SimpleNamespace(name="Mali-T860", extensions="cl_khr_fp16 cl_khr_int64_base_atomics")
+    with pytest.raises(UserError, match="float64 arguments need a device with cl_khr_fp64; Mali-T860 has none"):
+        KernelData(None, cfg.problem, 0, device=mali)

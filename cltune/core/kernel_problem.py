@@ -11,7 +11,6 @@ share resume keys and best-config entries, and a changed source or argument neve
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 import re
@@ -21,6 +20,7 @@ from functools import lru_cache
 import numpy as np
 
 from .expr import ExprError, parse
+from .user_functions import function_text
 
 # dtype name -> (numpy dtype, the OpenCL C type of its elements)
 DTYPES = {"float32": ("float32", "float"), "float16": ("float16", "half"), "float64": ("float64", "double"),
@@ -99,6 +99,9 @@ class KernelProblem:
     # ((name, function of the knob dict), ...): per-setting values the geometry's expressions name
     # (a problem size or grid divisor given as a function)
     derived: tuple = ()
+    # Kernel Tuner's block size names (x, y, z): given, each setting also gets KT's implicit macros,
+    # its block and grid sizes under those names and grid_size_x/y/z, and kernel_tuner=1
+    block_names: tuple = ()
     key: str = field(init=False, default="")
 
     def __post_init__(self):
@@ -112,8 +115,11 @@ class KernelProblem:
 
     def _make_key(self) -> str:
         h = hashlib.sha1()
-        for part in (self.name, self.source, self.sizes, self.global_size, self.local_size, self.defines,
-                     self.options, function_text(self.generator), [(n, function_text(f)) for n, f in self.derived]):
+        parts = [self.name, self.source, self.sizes, self.global_size, self.local_size, self.defines, self.options]
+        # what older problems lack only when given, so their keys (resume, best) stay as they were
+        parts += [p for p in (function_text(self.generator), [(n, function_text(f)) for n, f in self.derived],
+                              self.block_names) if p]
+        for part in parts:
             h.update(json.dumps(part, default=str).encode())
         for a in self.args:
             fill = a.fill
@@ -241,18 +247,6 @@ def canary(dtype) -> int:
     """The value an int output starts as: unlikely to be the right answer anywhere."""
     return {1: 0x5A, 2: 0x5A5A, 4: 0x5A5A5A5A, 8: 0x5A5A5A5A5A5A5A5A}[np.dtype(dtype).itemsize] & \
         np.iinfo(dtype).max
-
-
-def function_text(fn) -> str:
-    """What identifies a user's function in a problem's key: its source where Python has it, else
-    its qualified name (a changed generator is a changed kernel)."""
-    if fn is None:
-        return ""
-    fn = getattr(fn, "fn", fn)
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
 def evaluate(text: str, env: dict, what: str):

@@ -67,3 +67,15 @@ def shippable(fn, what: str) -> UserFunction:
         raise UserError(f"{what}: {getattr(fn, '__qualname__', fn)!r} cannot be sent to the worker process "
                         f"({type(exc).__name__}); define it at module level, or install cloudpickle") from None
     return wrapped
+
+
+def function_text(fn) -> str:
+    """What identifies a user's function in a problem's key: its source where Python has it, else
+    its qualified name (a changed generator is a changed kernel)."""
+    if fn is None:
+        return ""
+    fn = getattr(fn, "fn", fn)
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"

@@ -82,7 +82,7 @@ class KernelFamily(Family):
         return self.problem.source_lines
 
     def options(self, problem, p: dict) -> list[str]:
-        macros = {**dict(problem.defines), **p}
+        macros = {**self.implicit_macros(problem, p), **dict(problem.defines), **p}
         std = [] if any(o.startswith("-cl-std") for o in problem.options) else [CL_STD]
         return [*std, *problem.options, ARG_INFO] + [f"-D{k}={_macro(v)}" for k, v in sorted(macros.items())]
 
@@ -135,6 +135,24 @@ class KernelFamily(Family):
         return signature_mismatch(problem, kernels[problem.name], device)
 
     # Helpers -----------------------------------------------------------------------------------
+    def implicit_macros(self, problem, p: dict) -> dict:
+        """Kernel Tuner's macros beside the knobs, where the problem names its block sizes: each
+        block size (1 where the launch has no such dimension), grid_size_x/y/z (work-groups per
+        dimension) and kernel_tuner=1; none for a setting whose geometry cannot be evaluated (its
+        row says why)."""
+        if not problem.block_names:
+            return {}
+        try:
+            glob, local = self.geometry(problem, p, None)
+        except ExprError:
+            return {}
+        local = local or (1,) * len(glob)
+        out = {"kernel_tuner": 1}
+        for d in range(3):
+            out[problem.block_names[d]] = local[d] if d < len(local) else 1
+            out[f"grid_size_{'xyz'[d]}"] = glob[d] // max(local[d], 1) if d < len(glob) else 1
+        return out
+
     def geometry(self, problem, p: dict, device) -> tuple[tuple, tuple | None]:
         """(global size, local size or None) of a setting; ExprError when an expression fails."""
         env = {**problem.env(), **p, **derived(problem, p), **_device_env(device)}
