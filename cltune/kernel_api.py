@@ -62,7 +62,7 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
     tune_params = kv.knob_values(tune_params)  # Kernel Tuner's value forms: kernel_values.py
     source, generator = kv.source_forms(kernel_source, tune_params)
     sizes, glob, local, derived, blocks = kv.geometry(problem_size, tune_params, block_size_names,
-                                              (grid_div_x, grid_div_y, grid_div_z))
+                                                      (grid_div_x, grid_div_y, grid_div_z))
     args = _arguments(kernel_name, source, arguments, answer)
     reference = None
     if verify is not None:  # the user's function compares: answer as given, any shapes

@@ -46,7 +46,7 @@ def prepare(runner, problem, setting: Setting, together=()) -> Prepared:
         prep.failed = Measurement(status=Status.INVALID, error=reason, **prep.base)
         return prep
     try:
-        built = runner.builder.build(family.source(p), options, together)
+        built = runner.builder.build(family.setting_source(p), options, together)
         prep.base["build_ms"] = built.ms
     except (cl.Error, ValueError) as exc:  # ValueError: a source generator failed for this setting
         error = named(first_error_line(exc), family.source_lines(p))  # the user's file and line
@@ -77,7 +77,7 @@ def build_requests(info, problem, settings) -> list[tuple[str, list[str]]]:
         p = family.resolve(s.values)
         if family.reject_reason(problem, p, info) is None:
             try:
-                out.append((family.source(p), family.options(problem, p)))
+                out.append((family.setting_source(p), family.options(problem, p)))
             except ValueError:
                 continue  # a source generator that fails: the setting's own row says so
     return out

@@ -80,13 +80,17 @@ class Family:
             out[key] = value
         return out
 
-    def source(self, p: dict | None = None) -> str:
-        """The family's source; `p` (a setting's values) for a family whose source follows the
-        setting (a user kernel's generator), unused here."""
+    def source(self) -> str:
         return "\n".join(read_kernel(f) for f in ("epilogue.cl",) + tuple(self.sources))
 
+    def setting_source(self, p: dict) -> str:
+        """The source setting `p` (its values) is built from: source(), except in a family whose
+        source follows the setting (a user kernel's generator)."""
+        return self.source()
+
     def source_hash(self, p: dict | None = None) -> str:
-        return hashlib.sha256(self.source(p).encode()).hexdigest()[:12]
+        """The hash of source(), or with `p` of that setting's source (setting_source)."""
+        return hashlib.sha256((self.source() if p is None else self.setting_source(p)).encode()).hexdigest()[:12]
 
     def source_lines(self, p: dict | None = None) -> tuple:
         """Where each line of source() came from, kernels/<file>.cl (core/sources.py): what a build

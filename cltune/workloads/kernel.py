@@ -6,7 +6,6 @@ loaded: the config, a session, a worker's Runner.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 
@@ -55,11 +54,14 @@ class KernelFamily(Family):
                 raise UserError(f"{where}knob {key} must be a number, a string or a boolean, got {value!r}")
         return dict(values)
 
-    def source(self, p: dict | None = None) -> str:
+    def source(self) -> str:
+        return self.problem.source
+
+    def setting_source(self, p: dict) -> str:
         """The kernel's source; a generator's (problem.generator) is the one of setting `p`
         (ValueError naming the generator when it fails or gives no text)."""
         gen = self.problem.generator
-        if gen is None or p is None:
+        if gen is None:
             return self.problem.source
         try:
             text = gen(dict(p))
@@ -71,7 +73,7 @@ class KernelFamily(Family):
 
     def source_hash(self, p: dict | None = None) -> str:
         try:
-            return hashlib.sha256(self.source(p).encode()).hexdigest()[:12]
+            return super().source_hash(p)
         except ValueError:
             return ""  # a generator that fails for this setting: no source, its row says why
 
