@@ -71,7 +71,7 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
         reference = Reference("arrays", arrays=tuple((a.name, np.asarray(x)) for a, x in zip(args, answer)
                                                      if x is not None))
     problem = KernelProblem(kernel_name, source, sizes, glob, local, tuple(args),
-                            defines=tuple((defines or {}).items()), options=tuple(compiler_options or ()),
+                            defines=kv.macros(defines), options=tuple(compiler_options or ()),
                             reference=reference, where="tune_kernel", generator=generator, derived=derived,
                             block_names=blocks)
     register_problem(problem)

@@ -208,3 +208,13 @@ def memory_order(array: np.ndarray, what: str) -> str:
         return "F"
     raise UserError(f"{what}: a strided view, not contiguous in memory; pass np.ascontiguousarray() or "
                     "np.asfortranarray() of it")
+
+
+def macros(defines) -> tuple:
+    """Fixed macros, name -> value, as KernelProblem.defines: numpy scalars as Python values, a
+    function of the knob dict (Kernel Tuner's `defines`) kept to be called per setting."""
+    if defines is None:
+        return ()
+    if not isinstance(defines, Mapping):
+        raise UserError(f"defines: expected a dict of macro name -> value, got {type(defines).__name__}")
+    return tuple((str(k), shippable(v, f"defines[{k!r}]") if callable(v) else plain(v)) for k, v in defines.items())

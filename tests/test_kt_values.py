@@ -266,3 +266,17 @@ def test_float64_on_a_device_without_fp64_is_one_line_naming_it():
     mali = SimpleNamespace(name="Mali-T860", extensions="cl_khr_fp16 cl_khr_int64_base_atomics")
     with pytest.raises(UserError, match="float64 arguments need a device with cl_khr_fp64; Mali-T860 has none"):
         KernelData(None, cfg.problem, 0, device=mali)
+
+
+def test_defines_may_be_functions_of_the_knobs():
+    """Guards against Kernel Tuner's `defines` with a function value refused (it is called per
+    setting), and one that fails for a setting crashing the run instead of refusing that setting."""
+    from cltune.kernel_api import kernel_config
+    from cltune.workloads.kernel import register_problem
+
+    a, b, c, n = vector_add()
+    cfg = kernel_config("vector_add", ADD, 100, [c, a, b, n], {"block_size_x": [16, 0]},
+                        defines={"SCALE": lambda p: 64 // p["block_size_x"], "OFFSET": np.float32(0.5)})
+    family = register_problem(cfg.problem)
+    assert {"-DSCALE=4", "-DOFFSET=0.5"} <= set(family.options(cfg.problem, {"block_size_x": 16}))
+    assert "defines['SCALE'] raised ZeroDivisionError" in family.reject_reason(cfg.problem, {"block_size_x": 0}, None)

@@ -38,6 +38,9 @@ class UserFunction:
             return (UserFunction, (self.fn, self.what, self.part))
         return (_loads, (cloudpickle.dumps(self.fn), self.what, self.part))
 
+    def __str__(self) -> str:  # what a problem's key hashes (json.dumps(default=str)): its code
+        return function_text(self.fn)
+
     def __repr__(self) -> str:
         return f"UserFunction({getattr(self.fn, '__qualname__', self.fn)!r}, {self.what!r})"
 

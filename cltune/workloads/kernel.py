@@ -84,11 +84,14 @@ class KernelFamily(Family):
         return self.problem.source_lines
 
     def options(self, problem, p: dict) -> list[str]:
-        macros = {**self.implicit_macros(problem, p), **dict(problem.defines), **p}
+        macros = {**self.implicit_macros(problem, p), **self.given_macros(problem, p)[0], **p}
         std = [] if any(o.startswith("-cl-std") for o in problem.options) else [CL_STD]
         return [*std, *problem.options, ARG_INFO] + [f"-D{k}={_macro(v)}" for k, v in sorted(macros.items())]
 
     def reject_reason(self, problem, p: dict, device) -> str | None:
+        failed = self.given_macros(problem, p)[1]
+        if failed:
+            return failed
         try:
             glob, local = self.geometry(problem, p, device)
         except ExprError as exc:
@@ -137,6 +140,21 @@ class KernelFamily(Family):
         return signature_mismatch(problem, kernels[problem.name], device)
 
     # Helpers -----------------------------------------------------------------------------------
+    def given_macros(self, problem, p: dict) -> tuple[dict, str | None]:
+        """(the problem's fixed macros for setting `p`, why one could not be made): a value that is
+        a function of the knob dict (Kernel Tuner's `defines`) is called; one that fails is left
+        out, and the setting refused with its reason."""
+        out, failed = {}, None
+        for name, value in problem.defines:
+            if callable(value):
+                try:
+                    value = value(dict(p))
+                except Exception as exc:  # noqa: BLE001 (the user's function: this setting's row says why)
+                    failed = failed or f"defines[{name!r}] raised {type(exc).__name__}: {exc}"
+                    continue
+            out[name] = value.item() if hasattr(value, "item") else value
+        return out, failed
+
     def implicit_macros(self, problem, p: dict) -> dict:
         """Kernel Tuner's macros beside the knobs, where the problem names its block sizes: each
         block size (1 where the launch has no such dimension), grid_size_x/y/z (work-groups per
