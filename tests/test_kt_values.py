@@ -280,3 +280,17 @@ def test_defines_may_be_functions_of_the_knobs():
     family = register_problem(cfg.problem)
     assert {"-DSCALE=4", "-DOFFSET=0.5"} <= set(family.options(cfg.problem, {"block_size_x": 16}))
     assert "defines['SCALE'] raised ZeroDivisionError" in family.reject_reason(cfg.problem, {"block_size_x": 0}, None)
+
+
+def test_a_problems_key_follows_what_its_functions_close_over():
+    """Guards against two generators of the same code over different values sharing a problem key
+    (the worker keeps problems by key: the second call would run the first one's source)."""
+    from cltune.kernel_api import kernel_config
+
+    def make(width):  # the first setting's source the same for every width
+        return lambda params: ADD.replace("OFFSET", str(width if params["block_size_x"] == 32 else 0))
+
+    a, b, c, n = vector_add()
+    keys = {kernel_config("vector_add", make(w), 100, [c, a, b, n], {"block_size_x": [16, 32], "SCALE": [1]})
+            .problem.key for w in (1, 2)}
+    assert len(keys) == 2

@@ -74,11 +74,17 @@ def shippable(fn, what: str) -> UserFunction:
 
 def function_text(fn) -> str:
     """What identifies a user's function in a problem's key: its source where Python has it, else
-    its qualified name (a changed generator is a changed kernel)."""
+    its qualified name, and the values it closes over (a changed generator is a changed kernel)."""
     if fn is None:
         return ""
     fn = getattr(fn, "fn", fn)
     try:
-        return inspect.getsource(fn)
+        text = inspect.getsource(fn)
     except (OSError, TypeError):
-        return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+        text = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    try:
+        cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())]
+    except ValueError:  # a cell not yet filled
+        cells = []
+    bound = [*cells, *(getattr(fn, "__defaults__", None) or ())]
+    return text + (f" with {bound!r}" if bound else "")
