@@ -5,6 +5,7 @@ inside another one works), else by reference (a module-level function)."""
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import pickle
 
@@ -87,4 +88,20 @@ def function_text(fn) -> str:
     except ValueError:  # a cell not yet filled
         cells = []
     bound = [*cells, *(getattr(fn, "__defaults__", None) or ())]
-    return text + (f" with {bound!r}" if bound else "")
+    return text + (f" with {[_stable(v) for v in bound]}" if bound else "")
+
+
+def _stable(value) -> str:
+    """A value as the same text in every run (no memory addresses): plain values and containers of
+    them as written, arrays by a hash of their contents, anything else by its type."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return repr(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_stable(v) for v in value]
+        return f"{type(value).__name__}[{', '.join(sorted(items) if isinstance(value, (set, frozenset)) else items)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_stable(k)}: {_stable(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        return f"array {arr.dtype} {arr.shape} {hashlib.sha1(np.ascontiguousarray(arr).tobytes()).hexdigest()[:12]}"
+    return f"<{type(value).__module__}.{getattr(value, '__qualname__', type(value).__qualname__)}>"
