@@ -85,7 +85,7 @@ def _problem_sizes(problem_size, knobs: dict) -> tuple[list, list, list]:
         fn = shippable(problem_size, what)
         derived = [(SIZE_NAMES[d], UserFunction(fn.fn, what, part=d)) for d in range(3)]
         return [], list(SIZE_NAMES), derived
-    entries = problem_size if isinstance(problem_size, (list, tuple)) else (problem_size,)
+    entries = tuple(problem_size) if isinstance(problem_size, (list, tuple, np.ndarray)) else (problem_size,)
     if not 1 <= len(entries) <= 3:
         raise UserError(f"{what}: expected an int, an expression or a function of the knobs, or a tuple of "
                         f"1 to 3 ints or expressions, got {problem_size!r}")
@@ -150,18 +150,15 @@ def source_forms(kernel_source, knobs: dict) -> tuple[str, object]:
     if isinstance(kernel_source, (list, tuple)):
         if not kernel_source or callable(kernel_source[0]) and len(kernel_source) > 1:
             raise UserError("kernel_source: expected the kernel's source, a file or a list of files")
-        if len(kernel_source) == 1:
-            return source_forms(kernel_source[0], knobs)
-        deps = {str(d): _read(d) for d in kernel_source[1:]}
-        deps.update({Path(d).name: t for d, t in list(deps.items())})
-        return INCLUDE.sub(lambda m: f"// #include \"{m.group(1)}\"\n{deps[m.group(1)]}" if m.group(1) in deps
-                           else m.group(0), _text(kernel_source[0])), None
-    return _text(kernel_source), None
+        deps = {str(d): Path(d) for d in kernel_source[1:]}
+        deps.update({Path(d).name: p for d, p in list(deps.items())})
+        return _text(kernel_source[0], deps), None
+    return _text(kernel_source, {}), None
 
 
-def _text(source) -> str:
+def _text(source, deps: dict) -> str:
     if isinstance(source, Path) or (isinstance(source, str) and looks_like_a_file(source)):
-        return _read(source)
+        return _inlined(Path(source), deps, ())
     if not isinstance(source, str) or not source.strip():
         raise UserError("kernel_source: expected the kernel's source text, a file, a list of files or a "
                         f"generator function, got {type(source).__name__}")
@@ -173,6 +170,23 @@ def looks_like_a_file(text: str) -> bool:
     if len(text) > 250 or "\n" in text or any(c in text for c in "();{}\\"):
         return False
     return Path(text).is_file() or text.strip().endswith((".cl", ".c", ".h", ".opencl"))
+
+
+def _inlined(path: Path, deps: dict, seen: tuple) -> str:
+    """A file's text with each `#include "name"` of a listed dependency (by the name as listed or
+    its file name) or of a file beside it replaced by that file's text, as the compiler would
+    include it (PoCL compiles a copy elsewhere, where a relative include is not found)."""
+    if path.resolve() in seen:
+        raise UserError(f"kernel_source: {path} includes itself (through {' -> '.join(p.name for p in seen)})")
+
+    def inline(m):
+        name = m.group(1)
+        found = deps.get(name) or (path.parent / name if (path.parent / name).is_file() else None)
+        if found is None:
+            return m.group(0)
+        return f"// #include \"{name}\"\n" + _inlined(Path(found), deps, (*seen, path.resolve()))
+
+    return INCLUDE.sub(inline, _read(path))
 
 
 def _read(path) -> str:
