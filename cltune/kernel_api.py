@@ -20,14 +20,16 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                 grid_div_y=None, grid_div_z=None, restrictions=None, answer=None, atol=1e-6, *,
                 block_size_names=None, rtol=1e-5, strategy=None, budget=None, time_limit=None, device=None,
                 out=None, compiler_options=None, seed=None, iterations=None):
-    """Tune `kernel_name` of `kernel_source` (source text or a file) over `tune_params` (knob ->
-    values, each a -D macro) with Kernel Tuner's meanings: global size = ceil(problem_size /
+    """Tune `kernel_name` of `kernel_source` (source text, a file, a list of files or a generator
+    f(params)) over `tune_params` (knob -> a sequence of values, each a macro), in Kernel Tuner's
+    value forms (kernel_values.py) and meanings: global size = ceil(problem_size /
     product of the grid divisors) x the block size, the block size from `block_size_names`
     (default block_size_x/y/z; 256, 1, 1 where the space has none), `arguments` numpy arrays
     (buffers) and numpy scalars in the kernel's order, `answer` a list with the expected array of
     each checked output and None elsewhere (None: rows are `unverified`), `restrictions`
-    expression strings or a function of the knob dict. Returns (rows as a DataFrame, with each
-    knob and `time` (ms, the fastest launch) as columns; an environment dict)."""
+    expression strings or a function of the knob dict, `iterations` a fixed number of timed
+    launches a setting (each in run_ms_samples). Returns (rows as a DataFrame, with each knob and
+    `time` (ms, the fastest launch) as columns; an environment dict)."""
     from .results.guard import RESULTS, check_output
     from .search import tune
 
