@@ -238,6 +238,13 @@ def test_sweep_out_still_refuses_a_file_that_holds_results(runs):
     refused(["sweep", "quick", "--out", b], b, says=f"{b}: already holds results")
 
 
+def test_sweep_out_names_a_config_for_what_it_is(tmp_path):
+    """The bug: `sweep CONFIG --out CONFIG` said the config "already holds results"."""
+    cfg = tmp_path / "mine.toml"
+    cfg.write_text((Path(__file__).parent.parent / "configs" / "quick.toml").read_text())
+    refused(["sweep", str(cfg), "--out", cfg], cfg, says=f"{cfg}: already exists and is not a cltune results file")
+
+
 VADD = """__kernel void vector_add(__global const float *a, __global const float *b, __global float *c, int n) {
     int i = get_global_id(0);
     if (i < n) c[i] = a[i] + b[i];

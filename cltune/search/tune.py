@@ -12,6 +12,7 @@ from ..core.config import SEED_MAX
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..core.records import timed
+from ..results import guard
 from .session import Result, Steps, default_timeout, identity, resumed_outcomes, session  # noqa: F401
 
 
@@ -54,8 +55,11 @@ def check_options(opts: Options) -> None:
         raise UserError("--retry-failed measures again the failed rows of a file: give it with --resume FILE")
     out = Path(opts.out) if opts.out else None
     if out is not None and out.is_file() and out.stat().st_size:
-        raise UserError(f"{out}: already holds results; resume it with --resume {out}, "
-                        "or choose another --out")
+        if guard.holds(out) == guard.RESULTS:
+            raise UserError(f"{out}: already holds results; resume it with --resume {out}, "
+                            "or choose another --out")
+        raise UserError(f"{out}: already exists and is not a cltune results file (a sweep writes only a "
+                        "new or empty file); choose another --out")
 
 
 def open_backend(cfg, opts: Options):
