@@ -332,3 +332,11 @@ def test_parallel_tunes_on_a_local_farm(device, tmp_path, monkeypatch):
                                answer=[want, None, None, None], quiet=True, iterations=2, parallel=2)
     assert sorted(r["block_size_x"] for r in results) == [16, 32] and all(r["status"] == "ok" for r in results)
     assert env["results_file"].startswith(str(tmp_path / "home")) and [p.name for p in tmp_path.iterdir()] == ["home"]
+
+
+def test_a_scripts_nvml_observer_is_refused_when_made():
+    """KT's vector_add_observers example imports NVMLObserver: one line, not a ModuleNotFoundError."""
+    from cltune.kernel_tuner.observers.nvml import NVMLObserver
+
+    with pytest.raises(NotImplementedError, match="NVMLObserver: Kernel Tuner's observers need"):
+        NVMLObserver(["nvml_energy", "temperature"])
