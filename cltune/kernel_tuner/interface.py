@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import time
 from datetime import datetime
 
@@ -43,7 +42,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     cfg = kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=grid_div_x,
                         grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=names,
                         restrictions=restrictions, answer=answer, atol=atol, strategy=opt.strategy(strategy),
-                        compiler_options=compiler_options, defines=_defines(defines), verify=verify)
+                        compiler_options=compiler_options, defines=_defines(defines), verify=verify,
+                        iterations=iterations)
     space = cfg.spaces[0]
     knobs = [k for k, _ in space.params]
     size = len(space.valid_settings(cfg.problem)) if space.countable else space.size
@@ -126,17 +126,15 @@ def _plain(value):
 
 
 def _picklable(fn) -> bool:
-    """Whether `verify` can cross to the worker process; a nested function, a lambda or one of the
-    script itself (the worker does not run the script's __main__) cannot, and the tuning then runs
-    in this process (no isolation from a crashing kernel)."""
+    """Whether `verify` can cross to the worker process: always with cloudpickle (the engine sends
+    it by value); without, a function of the script itself cannot (the worker does not run the
+    script's __main__), and the tuning then runs in this process (no isolation from a crash)."""
     if fn is None:
         return True
-    if getattr(fn, "__module__", None) == "__main__":
-        return False
     try:
-        pickle.dumps(fn)
-    except Exception:  # noqa: BLE001 (pickling fails in many ways: PicklingError, AttributeError, TypeError)
-        return False
+        import cloudpickle  # noqa: F401
+    except ImportError:
+        return getattr(fn, "__module__", None) != "__main__"
     return True
 
 
