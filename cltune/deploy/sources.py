@@ -16,15 +16,11 @@ KEYS = ("device", "driver", "platform", "problem", "family", "setting", "params"
 def from_results(files: list[str | Path]) -> list[dict]:
     """Every ok row of cltune results files, the re-ranking's rows first for each setting."""
     from ..results import rows, schema
-    from ..results.best import NEEDED
+    from ..results.best import load_for_best
 
     out = []
     for f in files:
-        df = rows.load(f)  # an unreadable file is one UserError naming it
-        missing = [c for c in NEEDED if c not in df.columns]
-        if missing:
-            raise UserError(f"{f}: not a cltune results file (no {', '.join(missing)} column(s))")
-        for r in rows.ok_rows(df).to_dict("records"):
+        for r in rows.ok_rows(load_for_best(f)).to_dict("records"):
             out.append({"device": r["device"], "driver": str(r["driver"]), "platform": str(r["platform"]),
                         "problem": r["problem"], "family": r["family"], "setting": r["setting"],
                         "params": json.loads(r["params"]), "run_ms": float(r[schema.TIME]),

@@ -52,15 +52,20 @@ def _num(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
+def load_for_best(f: str | Path) -> pd.DataFrame:
+    """A results file with every column choosing a best needs (best, deploy): UserError naming it."""
+    df = results.load(f)  # an unreadable file is one UserError naming it
+    missing = [c for c in NEEDED if c not in df.columns]
+    if missing:
+        raise UserError(f"{f}: not a results file of this cltune version (no {', '.join(missing)} column(s))")
+    return df
+
+
 def update(files: list[str | Path], out: str | Path | None = None) -> tuple[Path, list[dict]]:
     """Read results files, pick the best per device and problem, and store them (one transaction)."""
     frames = []
     for f in files:
-        df = results.load(f)  # an unreadable file is one UserError naming it
-        missing = [c for c in NEEDED if c not in df.columns]
-        if missing:
-            raise UserError(f"{f}: not a results file of this cltune version (no {', '.join(missing)} column(s))")
-        frames.append(results.last_rerank(df))  # a re-ranking measured again: its last one
+        frames.append(results.last_rerank(load_for_best(f)))  # a re-ranking measured again: its last one
     entries = pick(pd.concat(frames, ignore_index=True))
     return store.put_best(entries, out), entries
 
