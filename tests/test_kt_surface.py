@@ -79,7 +79,7 @@ def test_an_unknown_strategy_is_kernel_tuners_value_error():
     ({"metrics": [1]}, ValueError, "metrics should be a dictionary"),
     ({"metrics": {"x": "nosuch * 2"}}, ValueError, r"metrics\['x'\]"),
     ({"objective": "GB/s"}, ValueError, "objective 'GB/s': expected \"time\" or one of metrics"),
-    ({"defines": {"A": lambda p: 1}}, NotImplementedError, r"defines\['A'\]"),
+    ({"defines": {"1A": 1}}, ValueError, "name is not a valid identifier: 1A"),
     ({"simulation_mode": True}, ValueError, "simulation_mode: needs cache="),
     ({"platform": -1, "device": 0}, ValueError, "platform: expected an index"),
 ])
@@ -274,8 +274,9 @@ def test_cache_is_written_read_back_and_replayed_without_a_device(device, tmp_pa
 
 
 def test_the_other_parameters_reach_the_kernel(device, tmp_path, monkeypatch):
-    """defines, compiler_options, lang, block_size_names, grid_div_x, restrictions, seed and
-    random_sample's fraction, in one 2-setting tuning of a kernel that needs SCALE defined."""
+    """defines (a function of the knobs, as Kernel Tuner allows), compiler_options, lang,
+    block_size_names, grid_div_x, restrictions, seed and random_sample's fraction, in one 2-setting
+    tuning of a kernel that needs SCALE defined (1: the restriction keeps unroll at 1)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
     args, want = _args()
@@ -284,7 +285,7 @@ def test_the_other_parameters_reach_the_kernel(device, tmp_path, monkeypatch):
     results, env = tune_kernel("vector_add", source, 1000, args, space, grid_div_x=["bs"],
                                restrictions=["bs * unroll <= 32", lambda p: p["unroll"] == 1],
                                answer=[want, None, None, None], quiet=True, lang="OpenCL", iterations=1,
-                               compiler_options=["-cl-fast-relaxed-math"], defines={"SCALE": 1},
+                               compiler_options=["-cl-fast-relaxed-math"], defines={"SCALE": lambda p: p["unroll"]},
                                block_size_names=["bs"], seed=3, strategy="random_sample",
                                strategy_options={"fraction": 0.5}, **_on(device))
     assert len(results) == 2 and {r["bs"] for r in results} <= {8, 16, 32}  # half of the 3 left, rounded up

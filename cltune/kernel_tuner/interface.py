@@ -139,7 +139,7 @@ def _picklable(fn) -> bool:
 
 
 def _defines(defines):
-    """Kernel Tuner's `defines`: name -> value; a function of the knobs is not supported here."""
+    """Kernel Tuner's `defines`: name -> value, or a function of the knob dict called per setting."""
     if defines is None:
         return {"kernel_tuner": 1}
     if not isinstance(defines, dict):
@@ -147,9 +147,6 @@ def _defines(defines):
     for k, v in defines.items():
         if not str(k).isidentifier():
             raise ValueError(f"name is not a valid identifier: {k}")
-        if callable(v):
-            raise NotImplementedError(f"defines[{k!r}]: a function of the knobs is not supported; give a value "
-                                      "(the knobs themselves are always defined)")
     return dict(defines)
 
 
