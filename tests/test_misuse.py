@@ -288,6 +288,10 @@ def test_a_built_in_familys_build_error_names_its_kernels_file():
         "error: kernels/conv2d.cl:3:37: use of undeclared identifier"
     assert named(log.format(2), family.source_lines()).startswith("error: kernels/epilogue.cl:2:37: ")
     assert named("<source>:5:1: error: x", family.source_lines()) == "kernels/epilogue.cl:5:1: error: x"
+    # A macro's spelling note named the temporary file too, and ate the text before it:
+    # `<kernel_source>:20:20 <kernel_source>:8:28>: invalid value '0'` (a #pragma unroll of a knob at 0).
+    note = "error: /root/.cache/pocl/kcache/tempfile_Sb.cl:{}:18 <Spelling=/root/.cache/pocl/kcache/tempfile_Sb.cl:2:28>: x"
+    assert named(note.format(epilogue + 3), family.source_lines()) == "error: kernels/conv2d.cl:3:18: x"
     beyond = family.source().count("\n") + 5  # text a subclass appends is not conv2d.cl's
     assert named(log.format(beyond), family.source_lines()) == log.format(beyond)
 

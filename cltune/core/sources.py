@@ -11,7 +11,10 @@ Lines = tuple
 
 # The name a compiler gives the text it was handed, and the line: PoCL's temporary copy
 # (…/pocl/kcache/tempfile_wAXI8p.cl:3), or clang's `<source>:3` (other drivers).
-AT = re.compile(r"(?:[^\s:'\"]*[/\\])?tempfile_\w+\.cl:(\d+)|<source>:(\d+)")
+AT = re.compile(r"(?:[^\s:'\"<>=]*[/\\])?tempfile_\w+\.cl:(\d+)|<source>:(\d+)")
+# clang's note on where a macro's text was spelled (`<Spelling=…tempfile_x.cl:2:28>`): a line of the
+# #define lines cltune puts above the source, in nobody's file; left out.
+SPELLING = re.compile(r" <Spelling=(?:<[^<>]*>|[^<>])*>")  # also `<Spelling=<scratch space>:8:28>`
 
 
 def whole_file(name: str) -> Lines:
@@ -62,4 +65,4 @@ def named(log_line: str, lines: Lines) -> str:
     def sub(m):
         where = locate(lines, int(m.group(1) or m.group(2)))
         return m.group(0) if where is None else f"{where[0]}:{where[1]}"
-    return AT.sub(sub, log_line) if lines else log_line
+    return AT.sub(sub, SPELLING.sub("", log_line)) if lines else log_line
