@@ -225,6 +225,19 @@ def test_quiet_prints_nothing_and_objective_picks_by_metric(device, tmp_path, mo
     assert [p.name for p in tmp_path.iterdir()] == ["home"]
 
 
+def test_a_block_over_the_devices_work_group_limit_is_left_out_of_the_space(device, tmp_path, monkeypatch, capfd):
+    """The bug: such a setting was counted in the space's size and came back as an InvalidConfig
+    entry; Kernel Tuner leaves it out of the space, and so does this surface now."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+    args, want = _args()
+    over = device.max_work_group_size * 2
+    results, _ = tune_kernel("vector_add", PLAIN, 1000, args, {"block_size_x": [16, over]},
+                             answer=[want, None, None, None], iterations=1, **_on(device))
+    assert "Searchspace has 1 configurations after restrictions." in capfd.readouterr().out
+    assert [r["block_size_x"] for r in results] == [16]
+
+
 def test_verify_replaces_the_comparison_and_may_be_a_nested_function(device, tmp_path, monkeypatch):
     """KT's reduction example: answer[0] is a sum, the output a partial sums array."""
     monkeypatch.setenv("CLTUNE_HOME", str(tmp_path))

@@ -109,7 +109,7 @@ class KernelFamily(Family):
                             f"(global {list(glob)}, local {list(local)})")
         if any(g < 1 for g in glob):
             return f"global size {list(glob)} has an empty dimension"
-        return local_bytes_refusal(problem, p, device)
+        return work_group_refusal(local, device) or local_bytes_refusal(problem, p, device)
 
     def figures(self, problem, p: dict) -> dict:
         return {"bytes_model": problem.min_bytes, "real_flops": problem.flops, "weight_bytes": None}
@@ -198,6 +198,20 @@ def derived(problem, p: dict) -> dict:
             raise ExprError(f"{getattr(fn, 'what', name)} returned {value!r}, not a number")
         out[name] = value
     return out
+
+
+def work_group_refusal(local, device) -> str | None:
+    """A work-group larger than the device's CL_DEVICE_MAX_WORK_GROUP_SIZE, refused before building
+    (as Kernel Tuner leaves such settings out of its space), once the device is known."""
+    limit = _device_env(device).get("device.max_work_group_size")
+    if local is None or limit is None:
+        return None
+    items = 1
+    for n in local:
+        items *= n
+    if items > limit:
+        return f"device limit: work-group of {items} ({' x '.join(map(str, local))}) > max work-group size {limit}"
+    return None
 
 
 def local_bytes_refusal(problem, p: dict, device) -> str | None:
