@@ -271,3 +271,18 @@ def test_tune_kernel_out_refuses_its_kernel_source_and_measured_data(runs, tmp_p
         cltune.tune_kernel("vector_add", str(source), int(n), [x, x, np.zeros_like(x), n],
                            {"block_size_x": [8, 16]}, out=out)
     assert out.read_bytes() == before
+
+
+def test_deploy_does_not_write_its_tuning_files_over_its_input(runs, tmp_path):
+    """An input named like one of deploy's outputs (cltune_NAME.tsv) is refused before anything is written."""
+    a, _ = runs
+    named = tmp_path / "cltune_q.tsv"
+    shutil.copy(a, named)
+    refused(["deploy", named, "--out", tmp_path, "--name", "q"], named, a, says=f"{named}: is also an input")
+    assert not (tmp_path / "cltune_q.h").exists() and not (tmp_path / "cltune_q.json").exists()
+
+
+def test_reference_does_not_write_over_results(runs):
+    _, b = runs
+    refused(["reference", "n1_c4_h10_w10_k6_r3_s3_st1x1_p1x1_d1x1_g1", "--out", b], b,
+            says=f"{b}: already holds cltune results")
