@@ -20,15 +20,17 @@ from .base import main
                    "tuned shape's setting, its options made for it.")
 @click.option("--max-distance", type=click.FloatRange(min=0), default=4.0, show_default=True,
               help="How far a --shape may be from a tuned shape (docs/deploy.md).")
+@click.option("--config", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A kernel of your own: its [kernel] config, for each setting's launch sizes and arguments.")
 @click.option("--out", "-o", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Folder of cltune_<name>.h, .json and .tsv (replaced; measured data there is refused).")
-def deploy(results_files, db, kernel, name, shapes, max_distance, out_dir):
+def deploy(results_files, db, kernel, name, shapes, max_distance, config, out_dir):
     """Write the tuned settings of RESULTS files (cltune results CSV or Kernel Tuner results JSON) or
     of the best-config database as a C header and a JSON tuning file: per device and shape the
     setting's build options and launches, and a default for devices nobody tuned."""
     from ..deploy.export import deploy as run
 
-    paths, dep = run(list(results_files), db, kernel, name, list(shapes), max_distance, out_dir)
+    paths, dep = run(list(results_files), db, kernel, name, list(shapes), max_distance, out_dir, config)
     for d in dep["devices"]:
         click.echo(f"{d['device']} ({d['driver']}):")
         for e in d["entries"]:
@@ -46,12 +48,20 @@ def deploy(results_files, db, kernel, name, shapes, max_distance, out_dir):
 @click.option("--rtol", type=click.FloatRange(min=0), default=1e-4, show_default=True)
 @click.option("--atol", type=click.FloatRange(min=0), default=1e-4, show_default=True)
 def reference(problem, out, seed, rtol, atol):
-    """Write PROBLEM's (a conv problem key) inputs and expected output as a text file a C program
-    checks its answer against (docs/deploy.md#the-reference-file)."""
+    """Write PROBLEM's (a conv problem key, or a config .toml with a [kernel] table: a kernel of your
+    own, its tolerances the config's) inputs and expected output as a text file a C program checks its
+    answer against (docs/deploy.md#the-reference-file)."""
     from ..deploy.reference import reference_text
     from ..deploy.tuning_json import write_all
     from ..results.guard import check_output
 
-    path = check_output(out)
-    write_all({path: reference_text(problem, seed, rtol, atol)})
+    is_config = problem.endswith(".toml")
+    path = check_output(out, [problem] if is_config else [])
+    if is_config:
+        from ..deploy.kernel_reference import kernel_reference_text
+
+        text = kernel_reference_text(problem, seed)
+    else:
+        text = reference_text(problem, seed, rtol, atol)
+    write_all({path: text})
     click.echo(f"wrote {path}")

@@ -33,16 +33,32 @@ def outputs(out_dir: str | Path, name: str) -> dict[str, Path]:
     return {"header": base.with_suffix(".h"), "json": json_path, "flat": flat_path(json_path)}
 
 
+def with_config(ms: list[dict], config: str | None, kernel: str, where: str) -> list[dict]:
+    """The measurements, each given the kernel's KernelProblem when `config` is a kernel of your own
+    (user_kernel.py then makes its launches)."""
+    if config is None:
+        return ms
+    from .user_kernel import check_rows, load_problem
+
+    problem = load_problem(config)
+    if problem.family != kernel:
+        raise UserError(f"--config {config}: is kernel {problem.family!r}, the input's is {kernel!r}")
+    check_rows(problem, ms, where)
+    return [dict(m, kernel_problem=problem) for m in ms]
+
+
 def deploy(files: list[str], db: str | None, kernel: str | None, name: str | None, shapes: list[str],
-           max_distance: float, out_dir: str | Path) -> tuple[dict[str, Path], dict]:
+           max_distance: float, out_dir: str | Path, config: str | None = None) -> tuple[dict[str, Path], dict]:
     """Write cltune_<name>.h, .json and .tsv into out_dir; ({kind: path}, the deployment)."""
     from ..results.guard import check_output
 
     ms, where = read_inputs(files, db)
     kernel, ms = sources.of_kernel(ms, kernel, where)
-    name = c_name(name or kernel, "--name" if name else "--kernel (or give --name)")
+    ms = with_config(ms, config, kernel, where)
+    # a kernel of your own is named by its function (kernel:sgemm -> sgemm)
+    name = c_name(name or kernel.removeprefix("kernel:"), "--name" if name else "--kernel (or give --name)")
     paths = outputs(out_dir, name)
-    inputs = list(files) + ([db] if db else [])
+    inputs = list(files) + ([db] if db else []) + ([config] if config else [])
     for p in paths.values():
         check_output(p, inputs, option="--out folder or --name")
     deployment = model.build(ms, kernel, list(shapes), max_distance)

@@ -21,7 +21,8 @@ from ..core.space import Setting
 from ..results.nearest import accepts, nearest, problem_from_key
 from .realize import defines_of, realize
 
-SCHEMA_VERSION = 1
+# 2: a kernel of your own deployed with its config has launches (arguments local:BYTES too)
+SCHEMA_VERSION = 2
 # Nearest: the log2 distance of in/out channels and height/width, summed (plus 0.5 for another
 # activation, 1 for another pooling); 4 allows e.g. each of the four within 2x.
 MAX_DISTANCE = 4.0
@@ -62,21 +63,31 @@ def shape_of(key: str, where: str) -> object:
 
 
 def raw_entry(m: dict) -> dict:
-    """A setting of a kernel cltune cannot rebuild here (a kernel of your own, Kernel Tuner's): the
-    options it was measured with, as recorded; no launches."""
+    """A setting of a kernel that is no conv problem: with its config (a kernel of your own,
+    `--config`), made concrete by user_kernel.py, options checked against the row's; without one
+    (or Kernel Tuner's), the options it was measured with, as recorded, and no launches."""
+    if m.get("kernel_problem") is not None:
+        from .user_kernel import realize_kernel
+
+        return same_options(m, realize_kernel(m["kernel_problem"], m["setting"], m["params"]))
     options = m.get("build_options") or ""
     return {"options": options, "defines": defines_of(options.split()), "sources": m.get("sources") or [],
             "source_hash": m.get("source_hash"), "launches": None}
+
+
+def same_options(m: dict, entry: dict) -> dict:
+    """`entry`, when its options are those the row was built with (or the row records none)."""
+    if m.get("build_options") and m["build_options"] != entry["options"]:
+        raise UserError(f"{m['source']}: {m['setting']} on {m['problem']} was built with "
+                        f"{m['build_options']!r}, this cltune builds {entry['options']!r}: tune again with it")
+    return entry
 
 
 def exact_entry(m: dict) -> dict:
     if m.get("raw"):
         return {"problem": m["problem"], "match": "exact", "setting": m["setting"], "family": m["family"],
                 "params": m["params"], "run_ms": m["run_ms"], **raw_entry(m)}
-    entry = realize(m["family"], m["params"], shape_of(m["problem"], m["source"]))
-    if m.get("build_options") and m["build_options"] != entry["options"]:
-        raise UserError(f"{m['source']}: {m['setting']} on {m['problem']} was built with "
-                        f"{m['build_options']!r}, this cltune builds {entry['options']!r}: tune again with it")
+    entry = same_options(m, realize(m["family"], m["params"], shape_of(m["problem"], m["source"])))
     return {"problem": m["problem"], "match": "exact", "setting": m["setting"], "family": m["family"],
             "params": m["params"], "run_ms": m["run_ms"], **entry}
 
