@@ -12,8 +12,9 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 TYPES = """#ifndef CLTUNE_DEPLOY_TYPES
 #define CLTUNE_DEPLOY_TYPES
 typedef struct { const char *name; const char *value; } cltune_define;
-/* One kernel enqueue: local all 0 means NULL (the driver chooses); args: buffer names x w b out,
-   ints, and floats ending in f, space-separated, in the kernel's argument order. */
+/* One kernel enqueue: local all 0 means NULL (the driver chooses); args, space-separated in the
+   kernel's argument order: buffer names (x w b out for conv; a kernel of your own: its arguments'
+   names), ints, floats ending in f, and local:BYTES (a __local buffer of that size). */
 typedef struct {
     const char *kernel; unsigned work_dim; size_t global[3]; size_t local[3]; const char *args;
 } cltune_launch;

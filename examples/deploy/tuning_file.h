@@ -3,7 +3,17 @@
 #ifndef TUNING_FILE_H
 #define TUNING_FILE_H
 
-#include "cltune_conv2d.h" /* cltune_setting, cltune_launch */
+/* cltune_setting, cltune_launch: from the generated header cltune_<CLTUNE_NAME>.h (cc -DCLTUNE_NAME=sgemm
+   for a kernel of your own), else cltune_conv2d.h */
+#define CLTUNE_STR_(x) #x
+#define CLTUNE_STR(x) CLTUNE_STR_(x)
+#define CLTUNE_HEADER_(n) CLTUNE_STR(cltune_##n.h)
+#define CLTUNE_HEADER(n) CLTUNE_HEADER_(n)
+#ifdef CLTUNE_NAME
+#include CLTUNE_HEADER(CLTUNE_NAME)
+#else
+#include "cltune_conv2d.h"
+#endif
 
 typedef struct { int n; cltune_setting *entries; } tuning_file;
 
