@@ -182,7 +182,7 @@ def test_deploy_from_the_database_writes_the_three_files_and_again_replaces_them
         res = CliRunner().invoke(main, ["deploy", "--db", path, "-o", str(tmp_path / "o"), "--shape", P16])
         assert res.exit_code == 0, res.output
     dep = json.loads((tmp_path / "o" / "cltune_conv2d.json").read_text())
-    assert dep["schema_version"] == 1 and [d["device"] for d in dep["devices"]] == ["X", "Y"]
+    assert dep["schema_version"] == 2 and [d["device"] for d in dep["devices"]] == ["X", "Y"]
     assert "X (1.0):" in res.output and f"{P16}: conv2d[MACROS=4,UNROLL=1] (nearest from {P8})" in res.output
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["cltune_conv2d.h", "cltune_conv2d.json",
                                                                   "cltune_conv2d.tsv"]
