@@ -110,3 +110,13 @@ def timeout_option(help: str = "Seconds one setting may take before its worker i
     # One day at most: a worker's wait is the timeout times the settings it measures at once, and a
     # poll() takes at most 2**31 ms (24.8 days).
     return click.option("--timeout", type=Seconds(max_s=86400), default=None, help=help)
+
+
+def tls_options(fn):
+    """--tls DIR and --insecure: how a command reaches a farm beyond this machine (farm_tls.py)."""
+    fn = click.option("--insecure", is_flag=True,
+                      help="Allow plain tcp to a farm beyond this machine: anyone on its network can run code "
+                           "on the boards and forge results; every results file records it.")(fn)
+    return click.option("--tls", default=None, metavar="DIR",
+                        help="This machine's farm credentials (ca.pem, cert.pem, key.pem; made by "
+                             "cltune farm-certs); default $CLTUNE_TLS.")(fn)

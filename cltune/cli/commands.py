@@ -9,7 +9,7 @@ import click
 from ..core.device_values import bind_config, describe, needs_device
 from ..core.errors import UserError
 from ..search.strategies import STRATEGIES as STRATEGY_NAMES
-from .base import device_option, main, seed_option, time_limit_option, timeout_option
+from .base import device_option, main, seed_option, time_limit_option, timeout_option, tls_options
 from .table import Progress, SweepTable, interrupts, kept, kept_in_folder, print_outcome
 
 SAMPLE = 1000  # points drawn to describe a space too large to list
@@ -124,8 +124,9 @@ def _echo_unbound(cfg) -> None:
 @click.option("--farm", default=None, metavar="SCHEDULER|local:N",
               help="Measure on a farm of `cltune worker`s (a Dask scheduler's address), or on N local "
                    "workers; default $CLTUNE_FARM, else this machine alone.")
+@tls_options
 def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, retry_failed,
-          timeout, no_isolation, rerank, farm):
+          timeout, no_isolation, rerank, farm, tls, insecure):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from ..core import config as cfgmod
     from ..measure.backend import farm_spec
@@ -135,7 +136,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
-                        retry_failed=retry_failed, farm=farm_spec(farm))
+                        retry_failed=retry_failed, farm=farm_spec(farm), tls=tls, insecure=insecure)
     tune.check_options(opts)
     with interrupts(kept):
         if opts.farm:

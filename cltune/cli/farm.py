@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from .base import Seconds, device_option, main
+from .base import Seconds, device_option, main, tls_options
 from .table import SweepTable, print_outcome
 
 
@@ -19,16 +19,36 @@ from .table import SweepTable, print_outcome
 @click.option("--connect-timeout", type=Seconds(), default=None, metavar="SECONDS",
               help="Give up (exit 2) when the scheduler cannot be reached for this long "
                    "(default: keep trying, with a line every 30 s).")
-def worker(scheduler, device, name, connect_timeout):
-    """Serve SCHEDULER (a Dask scheduler's address, tcp://HOST:8786) with one OpenCL device."""
-    from ..measure import farm
+@tls_options
+def worker(scheduler, device, name, connect_timeout, tls, insecure):
+    """Serve SCHEDULER (a Dask scheduler's address, tls://HOST:8786) with one OpenCL device."""
+    from ..measure import farm, farm_tls
 
     scheduler = farm.check_address(scheduler, "scheduler address")  # before Dask, which answers a traceback
     farm._distributed()  # before farm_worker, which imports distributed: one line if it is missing
+    access = farm_tls.access(scheduler, tls, insecure, role="worker", what="scheduler")  # before any socket
     from ..measure.farm_worker import serve
 
     farm.wait_for_scheduler(scheduler, click.echo, connect_timeout)  # a line at once if it cannot be reached
-    serve(scheduler, device, name, click.echo, connect_timeout, farm.RETRY_LINE_S)
+    farm_tls.admitted(scheduler, access)  # a certificate the scheduler refuses: one line, not silent retries
+    serve(scheduler, device, name, click.echo, connect_timeout, farm.RETRY_LINE_S, access.security)
+
+
+@main.command("farm-certs")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--scheduler", "hosts", multiple=True, required=True, metavar="HOST",
+              help="The scheduler's host name or IP address, as the boards reach it (repeatable).")
+@click.option("--board", "boards", multiple=True, metavar="NAME", help="A board (repeatable): FOLDER/NAME/.")
+@click.option("--days", type=click.IntRange(min=1), default=365, show_default=True,
+              help="How long the certificates last (the authority: 10 years).")
+@click.option("--force", is_flag=True, help="Replace the authority and the named keys (old ones stop working).")
+def farm_certs(folder, hosts, boards, days, force):
+    """Make a farm's credentials in FOLDER: an authority, and FOLDER/scheduler/, FOLDER/host/ and a
+    folder per board, each holding ca.pem, cert.pem and key.pem (copy each to its machine only)."""
+    from ..measure.certs import make
+
+    make(folder, hosts, boards, days, force, click.echo)
+
 
 
 def farm_sweep(cfg, opts) -> None:
@@ -36,9 +56,12 @@ def farm_sweep(cfg, opts) -> None:
     from ..core.errors import UserError
     from ..measure.backend import FARM_ENV
     from ..measure.farm import check_spec
+    from ..measure.farm_tls import access
     from ..search import farm, tune
 
     spec = check_spec(opts.farm, "$" + FARM_ENV if os.environ.get(FARM_ENV) == opts.farm else "--farm")
+    if not spec.startswith("local:"):  # refused (plain tcp beyond loopback, bad credentials) before anything
+        access(spec, opts.tls, opts.insecure)
     if not opts.isolation:
         raise UserError("--no-isolation: a farm always measures in each worker's own measuring process")
     if opts.device is not None and not spec.strip().startswith("local:"):

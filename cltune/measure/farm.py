@@ -124,7 +124,7 @@ def wait_for_scheduler(scheduler: str, echo, connect_timeout_s: float | None = N
         time.sleep(max(0.0, min(RETRY_S, limit - waited)))
 
 
-def _hello(address: str, timeout_s: float) -> None:
+def _hello(address: str, timeout_s: float, security=None, role: str = "client") -> None:
     """Dask's handshake with the scheduler within timeout_s, else TimeoutError or OSError (before any
     Client: a Client waits for the answer without a limit, and one that fails to start is left open)."""
     import asyncio
@@ -134,7 +134,7 @@ def _hello(address: str, timeout_s: float) -> None:
         from distributed.comm import connect
         from distributed.security import Security
 
-        args = Security().get_connection_args("client")
+        args = (security or Security()).get_connection_args(role)
         comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **args), timeout_s)
         await comm.close()
 
@@ -173,25 +173,29 @@ class Kind:
 class Farm:
     """A connected client (and the LocalCluster it started, for `local:N`)."""
 
-    def __init__(self, spec: str, device=None, workers_timeout_s: float = START_TIMEOUT_S):
+    def __init__(self, spec: str, device=None, workers_timeout_s: float = START_TIMEOUT_S, access=None):
+        from .farm_tls import access as access_of, refused
+
         spec = check_spec(spec)  # before Dask: a Client it cannot parse is left open, and waits 60 s at exit
-        dist = _distributed()
+        self.access = access or access_of(spec)  # refused (plain tcp beyond loopback) before any socket
+        dist, sec = _distributed(), self.access.security
         self.spec, self.cluster = spec, None
         m = re.fullmatch(r"local:(\d+)", spec)
         try:
             if m:
-                self.cluster = _local_cluster(int(m.group(1)), device)
-                self.client = dist.Client(self.cluster, set_as_default=False)
+                self.cluster = _local_cluster(int(m.group(1)), device, sec)
+                self.client = dist.Client(self.cluster, security=sec, set_as_default=False)
             else:
                 connect_s = float(os.environ.get("CLTUNE_FARM_CONNECT_S", 30))
                 why = unreachable(spec, min(PROBE_S, connect_s))  # refused: at once, not after connect_s
                 if why:
                     raise FarmError(f"cannot reach the farm's scheduler {spec}: {why}")
-                _hello(spec, connect_s)
-                self.client = dist.Client(spec, timeout=connect_s, set_as_default=False)
+                _hello(spec, connect_s, sec)
+                self.client = dist.Client(spec, timeout=connect_s, security=sec, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self.close()
-            raise FarmError(f"cannot reach the farm's scheduler {spec}: {first_line(exc)}") from None
+            why = refused(exc, self.access.folder) or first_line(exc)
+            raise FarmError(f"cannot reach the farm's scheduler {spec}: {why}") from None
         try:  # the rule is ours, whatever the scheduler was started with
             self.client.run_on_scheduler(_allowed_failures(ALLOWED_FAILURES))
             self.kinds = self._kinds(workers_timeout_s)
@@ -246,7 +250,7 @@ def _allowed_failures(n: int):
     return set_it
 
 
-def _local_cluster(n: int, device):
+def _local_cluster(n: int, device, security=None):
     """N workers on this machine sharing its cores: PoCL gets cores // N threads in each."""
     import dask
     from distributed import LocalCluster
@@ -266,7 +270,8 @@ def _local_cluster(n: int, device):
     dask.config.set({"distributed.worker.daemon": False, **QUIET})
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                         dashboard_address=None, silence_logs=logging.ERROR, memory_limit=0,
-                        resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device, local=True)}, env=env)
+                        resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device, local=True)}, env=env,
+                        security=security)
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ class FarmBackend:
         self.batch = max(1, len(kind.workers))
         self.workers: list[str] = list(kind.workers)  # the kind's live workers, as last seen
         self.rerank_worker = ""
+        self.header_fields = dict(farm.access.record)  # how the farm was reached, for the file's header
 
     @property
     def conf(self) -> dict:

@@ -133,7 +133,7 @@ def identity(dask_worker=None) -> dict | None:
 
 
 def serve(scheduler: str, device=None, name: str | None = None, echo=print,
-          connect_timeout_s: float | None = None, line_every_s: float = 30.0) -> None:
+          connect_timeout_s: float | None = None, line_every_s: float = 30.0, security=None) -> None:
     """`cltune worker` once the scheduler's port answers (farm.wait_for_scheduler): open the device,
     then serve the scheduler until stopped. While the scheduler has not taken the worker: a line
     every `line_every_s`, and after `connect_timeout_s` (None: never) a UserError."""
@@ -147,14 +147,14 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print,
         info, kind = runner.info, kind_of(runner.info)
         echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.compute_units} compute units)")
         plugin = DevicePlugin(device, runner)
-        asyncio.run(_serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s))
+        asyncio.run(_serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s, security))
     except KeyboardInterrupt:
         pass
     finally:
         runner.close()
 
 
-async def _serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s) -> None:
+async def _serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s, security=None) -> None:
     """A Dask worker until it is closed; while the scheduler has not taken it (once the device is
     ready), a line every line_every_s, and a UserError after connect_timeout_s."""
     import asyncio
@@ -163,7 +163,11 @@ async def _serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_ev
     from distributed import Worker
 
     dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
-    worker = Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1}, plugins=(plugin,))
+    from .farm_tls import listen_host
+
+    worker = Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1}, plugins=(plugin,),
+                    security=security, host=listen_host(scheduler),
+                    dashboard_address="127.0.0.1:0")  # its plain-http status pages: this machine only
     starting = asyncio.ensure_future(worker.start())
     try:
         since = said = None

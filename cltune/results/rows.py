@@ -17,6 +17,7 @@ from .csvfile import (  # noqa: F401
     ResultsFile,
     TruncatedLineWarning,
     load,
+    read_header,
     save_device_info,
 )
 from .schema import COLUMNS, STATS, TEXT_COLUMNS, TIME, TIMES  # noqa: F401  (re-exported)
@@ -126,6 +127,9 @@ class Recorder:
         self._file = ResultsFile(self.path, header, resume=resume)
         OPENED.append(self.path)
         try:
+            held = read_header(self.path, strict=False) if resume else None
+            if held and held.get("insecure"):  # rows measured over an insecure farm stay marked
+                header = {**header, "insecure": True}
             save_device_info(self.path, self.info, header)
             if resume and self.path.stat().st_size:
                 self.held = load(self.path)  # warns about the lines it cannot take

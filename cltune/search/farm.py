@@ -16,7 +16,9 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
     of its own), each into its own results file (a file holds one device's rows). Returns, per kind
     tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
     kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
-    farm = Farm(spec, opts.device)
+    from ..measure.farm_tls import access
+
+    farm = Farm(spec, opts.device, access=access(spec, opts.tls, opts.insecure))
     try:
         todo = []
         for kind in farm.kinds:

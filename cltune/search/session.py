@@ -83,7 +83,9 @@ def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool =
     recorder = results.Recorder(path, info, cfg.problem, cfg.name, identity(info, cfg.problem),
                                 cfg.timing.noisy_cv, peakstore.lookup(info.name, info.platform, info.driver),
                                 cfg.baseline or "", on_row)
-    with recorder.open(schema.make_header(cfg.name, cfg.problem.key, info), resume=resume):
+    header = schema.make_header(cfg.name, cfg.problem.key, info)
+    header.update(getattr(backend, "header_fields", {}))  # a farm's: how it was reached (insecure: true)
+    with recorder.open(header, resume=resume):
         steps = Steps(cfg, backend, recorder, retry_failed)
         with steps.sweep.finishing():
             yield steps

@@ -36,6 +36,8 @@ class Options:
     prebuild: bool | None = None
     modules: tuple = ()  # extra modules that register kernel families (imported by the worker too)
     farm: str | None = None  # a Dask scheduler's address or local:N (backend.farm_spec); None: this machine
+    tls: str | None = None  # the farm's credentials folder (--tls; else $CLTUNE_TLS)
+    insecure: bool = False  # plain tcp to a farm beyond loopback (--insecure): recorded in the header
 
 
 def check_options(opts: Options) -> None:
