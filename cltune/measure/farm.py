@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.errors import UserError, first_line
+from .farm_tls import _hello, _host_port, _split
 
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
@@ -31,7 +32,6 @@ RETRY_LINE_S = float(os.environ.get("CLTUNE_WORKER_RETRY_LINE_S", "30"))  # a li
 PROBE_S = 3.0  # a TCP probe of the scheduler's port: refused or unknown at once, silent after this
 SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")  # what Dask's comms take
 ADDRESS_FORMS = "tcp://HOST:PORT (or tls://, ws://, wss://, ucx://, inproc://)"
-_HOST_PORT = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})")
 
 
 class FarmError(UserError):
@@ -65,18 +65,6 @@ def check_address(address: str, what: str = "scheduler address", also: str = " o
     if not ok:
         raise UserError(f"{what} {address!r}: {expected}")
     return address.strip()
-
-
-def _split(address: str) -> tuple[str, str]:
-    scheme, sep, rest = address.partition("://")
-    return (scheme.lower(), rest) if sep else ("tcp", address)
-
-
-def _host_port(rest: str) -> tuple[str, int] | None:
-    m = _HOST_PORT.fullmatch(rest)
-    if m is None or not 1 <= int(m["port"]) <= 65535:
-        return None
-    return m["v6"] or m["host"], int(m["port"])
 
 
 def unreachable(address: str, timeout_s: float = PROBE_S, silent_ok: bool = True) -> str | None:
@@ -122,31 +110,6 @@ def wait_for_scheduler(scheduler: str, echo, connect_timeout_s: float | None = N
             echo(f"still cannot reach the scheduler {scheduler} after {waited:.0f} s: {why}")
             said = waited
         time.sleep(max(0.0, min(RETRY_S, limit - waited)))
-
-
-def _hello(address: str, timeout_s: float, security=None, role: str = "client") -> None:
-    """Dask's handshake with the scheduler within timeout_s, else TimeoutError or OSError (before any
-    Client: a Client waits for the answer without a limit, and one that fails to start is left open)."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
-    async def hello():
-        from distributed.comm import connect
-        from distributed.security import Security
-
-        args = (security or Security()).get_connection_args(role)
-        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **args), timeout_s)
-        await comm.close()
-
-    with ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever loop the caller runs
-        try:
-            pool.submit(asyncio.run, hello()).result()
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"no answer from a Dask scheduler within {timeout_s:g} s") from None
-        except OSError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - Dask's comms say a setup they cannot use this way
-            raise OSError(f"{type(exc).__name__}: {first_line(exc)}") from None
 
 
 def _distributed():

@@ -7,10 +7,11 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import UserError
+from ..core.errors import UserError, first_line
 
 TLS_ENV = "CLTUNE_TLS"  # a credentials folder (ca.pem, cert.pem, key.pem), as --tls DIR
 INSECURE_ENV = "CLTUNE_INSECURE"  # "1": as --insecure
@@ -18,6 +19,7 @@ FILES = ("ca.pem", "cert.pem", "key.pem")
 HOW = ("make credentials with `cltune farm-certs DIR --scheduler HOST --board NAME`, start the scheduler "
        "with DIR/scheduler (docs/farm.md) and give tls://HOST:PORT with --tls DIR/host (or $CLTUNE_TLS)")
 UNENCRYPTED = ("tcp", "ws", "ucx")
+_HOST_PORT = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})")
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,6 @@ def access(spec: str, tls: str | None = None, insecure: bool = False, role: str 
            what: str = "--farm") -> Access:
     """The Access for a farm spec (`local:N` or a scheduler's address, checked by farm.check_spec),
     or one line saying why it is refused: before any connection is tried."""
-    from .farm import _host_port, _split
-
     tls, insecure = options(tls, insecure)
     if spec.startswith("local:"):
         return Access(temporary(), {"farm": spec, "farm_transport": "tls, temporary credentials"})
@@ -170,8 +170,6 @@ def admitted(scheduler: str, access: Access, timeout_s: float = 10.0) -> None:
     refuses the other's certificate (Dask's worker would retry in silence); other failures pass."""
     if access.folder is None:
         return
-    from .farm import _hello
-
     try:
         _hello(scheduler, timeout_s, access.security, "worker")
     except (OSError, TimeoutError) as exc:
@@ -183,7 +181,42 @@ def admitted(scheduler: str, access: Access, timeout_s: float = 10.0) -> None:
 def listen_host(scheduler: str) -> str | None:
     """Where a worker listens for its peers: loopback when its scheduler is on this machine, else
     Dask's choice (every interface; with TLS only holders of the farm's certificates get in)."""
-    from .farm import _host_port, _split
-
     where = _host_port(_split(scheduler)[1])
     return "127.0.0.1" if where and loopback(where[0]) and ":" not in where[0] else None
+
+
+def _split(address: str) -> tuple[str, str]:
+    scheme, sep, rest = address.partition("://")
+    return (scheme.lower(), rest) if sep else ("tcp", address)
+
+
+def _host_port(rest: str) -> tuple[str, int] | None:
+    m = _HOST_PORT.fullmatch(rest)
+    if m is None or not 1 <= int(m["port"]) <= 65535:
+        return None
+    return m["v6"] or m["host"], int(m["port"])
+
+
+def _hello(address: str, timeout_s: float, security=None, role: str = "client") -> None:
+    """Dask's handshake with the scheduler within timeout_s, else TimeoutError or OSError (before any
+    Client: a Client waits for the answer without a limit, and one that fails to start is left open)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def hello():
+        from distributed.comm import connect
+        from distributed.security import Security
+
+        args = (security or Security()).get_connection_args(role)
+        comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **args), timeout_s)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:  # a loop of its own, whatever loop the caller runs
+        try:
+            pool.submit(asyncio.run, hello()).result()
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no answer from a Dask scheduler within {timeout_s:g} s") from None
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Dask's comms say a setup they cannot use this way
+            raise OSError(f"{type(exc).__name__}: {first_line(exc)}") from None
