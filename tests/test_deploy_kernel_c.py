@@ -21,7 +21,7 @@ SGEMM = EXAMPLE.parent / "sgemm"
 
 def build(tmp: Path, include: Path, exe: str) -> Path:
     out = tmp / exe
-    res = subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-DCLTUNE_NAME=sgemm",
+    res = subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Wextra", "-pedantic", "-Werror", "-DCLTUNE_NAME=sgemm",
                           "-I", str(include), "-o", str(out), str(EXAMPLE / "deploy_kernel.c"),
                           str(EXAMPLE / "tuning_file.c"), "-lOpenCL", "-lm"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
     const char *tuning = NULL, *as_device = NULL, *kernels = ".", *ref_path = NULL;
     int index = 0, i, rc;
     char name[256];
-    cl_device_id dev;
+    cl_device_id dev = NULL;
     static reference ref;
     void *out[MAX_BUFFERS] = {0};
     tuning_file tf;
