@@ -111,3 +111,14 @@ def test_a_config_of_another_problem_or_without_a_kernel_is_one_line_and_writes_
         res = CliRunner().invoke(main, ["deploy", str(tmp / "s.csv"), "--config", str(config), "-o", str(tmp_path / "o")])
         assert res.exit_code == 2 and says in res.output and len(res.output.strip().splitlines()) == 1, res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_settings_launch_is_evaluated_from_its_config_local_buffers_as_local_bytes():
+    from cltune.deploy.user_kernel import load_problem, realize_kernel
+
+    problem = load_problem(str(EXAMPLE.parent / "reduction" / "reduce.toml"))
+    e = realize_kernel(problem, "s", {"WG": 64, "ITEMS": 4, "VW": 2})
+    assert e["options"] == "-cl-std=CL1.2 -cl-kernel-arg-info -DITEMS=4 -DVW=2 -DWG=64"
+    assert e["sources"] == ["reduce.cl"] and e["defines"] == {"ITEMS": "4", "VW": "2", "WG": "64"}
+    assert e["launches"] == [{"kernel": "reduce", "global": [4194304 // 8], "local": [64],
+                              "args": ["x", "result", "local:256", "4194304"]}]
