@@ -136,7 +136,9 @@ def test_a_worker_gets_its_next_setting_before_the_client_fetches_and_records_th
     from .fakes import FAKE_INFO
 
     log = []
-    fake_farm = SimpleNamespace(spec="fake", client=LoggingClient(log), alive=lambda kind: ["w0"])
+    from cltune.measure.farm_tls import Access
+
+    fake_farm = SimpleNamespace(spec="fake", client=LoggingClient(log), alive=lambda kind: ["w0"], access=Access())
     cfg = make_config(budget=5, strategy="exhaustive")
     opts = tune.Options(isolation=False, out=tmp_path / "f.csv", rerank=0)
     backend = FarmBackend(fake_farm, Kind("k", FAKE_INFO, ["w0"]), cfg, opts)
