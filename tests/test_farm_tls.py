@@ -51,9 +51,11 @@ def joined(proc, name, timeout_s=120):
 
 
 def refused_by_scheduler(port, ca, cert=None, key=None) -> bool:
-    """Whether the scheduler ends a TLS connection that trusts `ca` and shows cert/key (or none)."""
-    ctx = ssl.create_default_context(cafile=str(ca))
+    """Whether the scheduler ends a TLS connection that trusts `ca` (None: any) and shows cert/key (or none)."""
+    ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
+    if not ca:
+        ctx.verify_mode = ssl.CERT_NONE
     if cert:
         ctx.load_cert_chain(str(cert), str(key))
     try:
@@ -214,3 +216,24 @@ def test_tls_without_credentials_and_credentials_for_plain_tcp_are_one_line(monk
     assert farm_tls.access("tcp://127.0.0.1:8786").security is None  # loopback: as before
     with pytest.raises(UserError, match="--board 'host'"):
         certs.check_names(["127.0.0.1"], ["host"])
+
+
+def test_insecure_from_the_environment_for_surfaces_without_options(monkeypatch):
+    monkeypatch.setenv(farm_tls.INSECURE_ENV, "1")
+    assert farm_tls.access("tcp://10.0.0.2:8786", role="worker").insecure
+    monkeypatch.setenv(farm_tls.INSECURE_ENV, "0")
+    with pytest.raises(UserError, match="plain tcp beyond this machine is refused"):
+        farm_tls.access("tcp://10.0.0.2:8786")
+
+
+def test_a_local_farm_speaks_tls_and_admits_no_client_without_its_temporary_credentials():
+    # The bug: `--farm local:N` listened on plain tcp, so any user of the machine could submit tasks.
+    from cltune.measure.farm import Farm
+
+    farm = Farm("local:1", workers_timeout_s=120)
+    try:
+        address = farm.cluster.scheduler_address
+        assert address.startswith("tls://127.0.0.1:") and farm.access.record["farm_transport"].startswith("tls")
+        assert refused_by_scheduler(int(address.rsplit(":", 1)[1]), None)  # no certificate: refused
+    finally:
+        farm.close()
