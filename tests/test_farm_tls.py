@@ -169,6 +169,9 @@ def test_the_command_writes_owner_only_keys_and_keeps_them_unless_forced(tmp_pat
     assert "kept" in make_certs(tmp_path / "c", "b1") and key.read_bytes() == before
     make_certs(tmp_path / "c", "b1", extra=["--force"])
     assert key.read_bytes() != before
+    os.chmod(tmp_path / "c" / "ca.key", 0o640)
+    loose = CliRunner().invoke(main, ["farm-certs", str(tmp_path / "c"), "--scheduler", "127.0.0.1", "--board", "b2"])
+    assert loose.exit_code == 2 and "ca.key: readable by others" in loose.output and not (tmp_path / "c" / "b2").exists()
     farm_tls.check_folder(tmp_path / "c" / "b1")  # still a consistent folder
 
 

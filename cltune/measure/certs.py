@@ -104,6 +104,9 @@ def _authority(folder: Path, force: bool, echo):
     if key_path.exists() and not force:
         if not cert_path.exists():
             raise UserError(f"{cert_path}: missing beside {key_path}; make new credentials with --force")
+        if key_path.stat().st_mode & 0o077:
+            raise UserError(f"{key_path}: readable by others (mode {key_path.stat().st_mode & 0o777:o}); "
+                            f"anyone who read it can make certificates the farm admits: --force makes a new authority")
         try:
             cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
             key = ser.load_pem_private_key(key_path.read_bytes(), None)
