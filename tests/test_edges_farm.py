@@ -214,3 +214,35 @@ def test_connect_timeout_takes_a_usable_number_of_seconds(value):
 def test_check_address_names_what_it_checks():
     with pytest.raises(UserError, match=r"^scheduler address 'x:y': expected tcp://HOST:PORT"):
         check_address("x:y")
+
+
+def test_a_local_farm_listens_on_no_fixed_port(device):
+    """The bug: `--farm local:N`'s scheduler put its status pages on Dask's default port 8787; with a
+    user's own Dask dashboard there, Dask printed "Port 8787 is already in use" on stderr (it broke the
+    Ctrl-C test's one line), and a fixed port is one more thing another user of the machine can find."""
+    import warnings
+
+    import psutil
+    from distributed import Security
+
+    from cltune.measure.farm import _local_cluster
+
+    holder, holder_addr = socket.socket(), None
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder_addr = holder.getsockname()  # taken, as by a user's own cluster (if something holds it, so be it)
+        holder.listen()
+    except OSError:
+        pass
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cluster = _local_cluster(1, device.index, Security.temporary())
+        try:
+            ports = {c.laddr for c in psutil.Process().net_connections() if c.status == "LISTEN"}
+        finally:
+            cluster.close()
+    finally:
+        holder.close()
+    assert not [w for w in caught if "8787" in str(w.message)], [str(w.message) for w in caught]
+    assert not [a for a in ports if a.port == 8787 and a != holder_addr], ports

@@ -230,9 +230,12 @@ def _local_cluster(n: int, device, security=None):
     # The workers share this machine's cores with the measurements: no statistical profiler (a
     # stack sample every 10 ms), no work stealing (one setting per worker, nothing to steal), no
     # memory monitor (memory_limit 0; a worker holds only small results).
+    # No dashboard; the scheduler's plain-http status routes on a free loopback port, not Dask's
+    # default 8787 (taken by a user's own cluster, Dask warned on stderr and moved on).
     dask.config.set({"distributed.worker.daemon": False, **QUIET})
     return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=logging.ERROR, memory_limit=0,
+                        dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                        silence_logs=logging.ERROR, memory_limit=0,
                         resources={RESOURCE: 1, kind: 1}, plugins={DevicePlugin(device, local=True)}, env=env,
                         security=security)
 
