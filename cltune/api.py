@@ -47,8 +47,7 @@ def _default(problem, device) -> tuple[str, str, dict]:
     """The device type's default when it accepts the problem, else the built-in made for the layer's
     kind on this device (e.g. depthwise_cpu for a depthwise layer on a CPU)."""
     from .core.space import Setting
-    from .net.tasks import default_setting
-    from .results.nearest import accepts
+    from .results.nearest import accepts, default_setting
     from .workloads import builtin_settings
 
     named = builtin_settings()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .tasks import default_setting
+from ..results.nearest import default_setting
 
 
 def race_totals(res, opts, cfg) -> dict:

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from ..core.device_values import bind_config
 from ..results import rows as results
+from ..results.nearest import builtins
 from .replay import builtin_only, load_table
 from .run import NetOptions, _run_dir, open_sessions, task_state
 from .schedule import ident, transfer_candidates
 from .tables import Network
-from .tasks import builtins, make_tasks
+from .tasks import make_tasks
 
 
 def record(net: Network, cfg, backend, table: str | Path, points: int | None, seed: int,

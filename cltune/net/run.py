@@ -24,6 +24,7 @@ from ..core.paths import stamped_path
 from ..results import rows as results
 from ..results import store
 from ..results.guard import check_output_dir
+from ..results.nearest import accepts, builtins, default_setting
 from ..search import tune
 from ..search.session import session
 from ..search.sweep import Budget
@@ -39,7 +40,7 @@ from .schedule import (
     own_order,
 )
 from .tables import Network
-from .tasks import accepts, builtins, default_setting, make_tasks, space_settings
+from .tasks import make_tasks, space_settings
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..core.problem import Problem
 from ..core.space import Setting
-from ..results.nearest import accepts, kind_of  # noqa: F401  (moved there; net/ imports them from here)
+from ..results.nearest import kind_of
 from .tables import Network
 
 
@@ -42,43 +42,6 @@ def describe(p: Problem) -> str:
     st = f"_s{p.stride_h}" if p.stride_h == p.stride_w else f"_s{p.stride_h}x{p.stride_w}"
     epi = ("_" + p.activation if p.activation != "none" else "") + ("_pool" if p.pool == 2 else "")
     return f"{kind}{p.filter_h}x{p.filter_w}{st}_c{p.in_c}_k{p.out_c}_h{p.in_h}{epi}"
-
-
-def device_kind(device) -> str:
-    """Which built-in settings suit the device: the `_cpu` ones on a CPU, the `_mali` ones on a GPU
-    (CL_DEVICE_TYPE); settings named for neither suit both."""
-    return "cpu" if device is not None and "CPU" in str(device.type) else "mali"
-
-
-def builtins(problem: Problem, device) -> list[Setting]:
-    """The built-in settings for this device's kind whose family accepts the problem. The study's
-    ladder (conv2d) and diagonalwise refactorization are left out: they are references, and each is
-    many times slower than the families made for speed."""
-    from ..core.device_values import bind_setting, is_ref
-    from ..workloads import builtin_settings
-
-    other = {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]
-    out = []
-    for name, (family, params) in builtin_settings().items():
-        if family == "conv2d" or family.startswith("diagonalwise") or name.endswith(other):
-            continue
-        s = Setting.make(name, family, params)
-        if device is not None:
-            s = bind_setting(s, device)  # a no-op unless its widths come from the device
-        elif any(is_ref(v) for v in params.values()):
-            continue
-        if accepts(s, problem, device):
-            out.append(s)
-    return out
-
-
-def default_setting(problem: Problem, device) -> Setting | None:
-    """What an untuned layer runs: the first built-in for the device's kind named for it (e.g.
-    `direct_cpu`, `depthwise_cpu`), else the first built-in that accepts the problem."""
-    found = builtins(problem, device)
-    kind = device_kind(device)
-    named = [s for s in found if s.name.endswith("_" + kind)]
-    return (named or found or [None])[0]
 
 
 def space_settings(problem: Problem, spaces, device) -> list[Setting]:

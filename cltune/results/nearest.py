@@ -1,5 +1,6 @@
-"""The nearest tuned shape: which tuned problem's setting runs a problem nobody tuned. Shared by
-`setting="best"` (api.py), `cltune net`'s transfer (net/schedule.py) and `cltune deploy`."""
+"""What runs a problem nobody tuned: the nearest tuned shape's setting, else the built-in made for
+the device's kind. Shared by `setting="best"` (api.py), `cltune net`'s transfer and defaults
+(net/schedule.py, net/tasks.py) and `cltune deploy`."""
 
 from __future__ import annotations
 
@@ -62,3 +63,40 @@ def nearest(problem: Problem, entries: list[dict], device=None) -> tuple[dict, f
         if accepts(Setting.make(e["setting"], e["family"], e["params"]), problem, device):
             best = (e, d)
     return best
+
+
+def device_kind(device) -> str:
+    """Which built-in settings suit the device: the `_cpu` ones on a CPU, the `_mali` ones on a GPU
+    (CL_DEVICE_TYPE); settings named for neither suit both."""
+    return "cpu" if device is not None and "CPU" in str(device.type) else "mali"
+
+
+def builtins(problem: Problem, device) -> list[Setting]:
+    """The built-in settings for this device's kind whose family accepts the problem. The study's
+    ladder (conv2d) and diagonalwise refactorization are left out: they are references, and each is
+    many times slower than the families made for speed."""
+    from ..core.device_values import bind_setting, is_ref
+    from ..workloads import builtin_settings
+
+    other = {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]
+    out = []
+    for name, (family, params) in builtin_settings().items():
+        if family == "conv2d" or family.startswith("diagonalwise") or name.endswith(other):
+            continue
+        s = Setting.make(name, family, params)
+        if device is not None:
+            s = bind_setting(s, device)  # a no-op unless its widths come from the device
+        elif any(is_ref(v) for v in params.values()):
+            continue
+        if accepts(s, problem, device):
+            out.append(s)
+    return out
+
+
+def default_setting(problem: Problem, device) -> Setting | None:
+    """What an untuned layer runs: the first built-in for the device's kind named for it (e.g.
+    `direct_cpu`, `depthwise_cpu`), else the first built-in that accepts the problem."""
+    found = builtins(problem, device)
+    kind = device_kind(device)
+    named = [s for s in found if s.name.endswith("_" + kind)]
+    return (named or found or [None])[0]
