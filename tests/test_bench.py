@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from cltune.bench import suite as bench
-from cltune.bench.race import numpy_conv2d
+from cltune.measure.race import numpy_conv2d
 from cltune.bench.suite import geomean
 from cltune.cli.commands import main
 
@@ -35,7 +35,7 @@ def test_torch_baseline_matches_the_reference_call_after_call(shapes):
     """torch writes into one output it keeps (and applies the epilogue in place): every call's
     result is still the layer's, not the previous call's transformed again."""
     pytest.importorskip("torch")
-    from cltune.bench.race import torch_contender
+    from cltune.measure.race import torch_contender
 
     p = Problem.from_shapes(**shapes)
     x, w, b = p.make_inputs(1)
@@ -48,7 +48,7 @@ def test_torch_baseline_matches_the_reference_call_after_call(shapes):
 
 def test_race_groups_visit_every_group_in_every_round():
     """A suite's layers share the rounds: each layer's calls spread over the whole race."""
-    from cltune.bench.race import Contender, race_groups
+    from cltune.measure.race import Contender, race_groups
 
     log = []
     groups = [[Contender(f"{g}{c}", lambda n=f"{g}{c}": log.append(n)) for c in "xy"] for g in "AB"]
@@ -130,7 +130,7 @@ FAULTS = """
 import resource, sys
 import torch
 if sys.argv[1] == "keep":
-    from cltune.bench.race import keep_freed_memory
+    from cltune.measure.race import keep_freed_memory
     assert keep_freed_memory()
 torch.set_num_threads(2)
 x, w = torch.randn(1, 32, 112, 112), torch.randn(64, 32, 1, 1)

@@ -17,16 +17,10 @@ from ..core.errors import UserError
 from ..core.paths import slug, stamped_path
 from ..core.problem import Problem
 from ..core.records import TIMED
+from ..measure.race import Contender, keep_freed_memory, numpy_conv2d, race_groups, torch_contender
 from ..results import rows as results
 from ..results import schema
 from ..search import tune
-from .race import (
-    Contender,
-    keep_freed_memory,
-    numpy_conv2d,
-    race_groups,
-    torch_contender,
-)
 
 # The settings of each family re-measured, interleaved, before the race. A slow phase of a shared
 # machine can cover a whole family's search (winograd on resnet18_conv2: its best setting timed 0.92

@@ -11,7 +11,7 @@ from ..results.nearest import default_setting
 def race_totals(res, opts, cfg) -> dict:
     """Race, task by task in one process, the tuned setting, the untuned default and torch (each
     with the layer's epilogue), interleaved; the totals are sum(weight x median ms)."""
-    from ..bench.race import Contender, race, torch_contender
+    from ..measure.race import Contender, race, torch_contender
     from ..measure.backend import in_process
 
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
