@@ -157,7 +157,7 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
     # setting, the second worker's after the first's while the baseline is measured alone.
     from types import SimpleNamespace
 
-    from cltune.measure.farm_worker import PLUGIN, DevicePlugin, identity
+    from cltune.measure.farm_worker import PLUGIN, DevicePlugin, worker_identity
     from cltune.measure.worker import WorkerDied
 
     from .fakes import FAKE_INFO
@@ -169,7 +169,7 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
             self.calls = []
 
         def call(self, method, *args, timeout=None):
-            self.calls.append((method, identity(SimpleNamespace(plugins={PLUGIN: plugin}))))
+            self.calls.append((method, worker_identity(SimpleNamespace(plugins={PLUGIN: plugin}))))
             if dies:
                 raise WorkerDied(Status.CRASHED, "worker died with SIGSEGV")
 
@@ -180,8 +180,8 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
     plugin = DevicePlugin(None, runner)
     plugin.setup(SimpleNamespace(name="board-1"))
     try:
-        assert runner.calls == [("warm_up", None)]  # warmed before identity() says it is ready
-        assert identity(SimpleNamespace(plugins={PLUGIN: plugin}))["name"] == "board-1"
+        assert runner.calls == [("warm_up", None)]  # warmed before worker_identity() says it is ready
+        assert worker_identity(SimpleNamespace(plugins={PLUGIN: plugin}))["name"] == "board-1"
     finally:
         plugin.teardown(None)
 
@@ -201,10 +201,10 @@ def cluster():
 
 def two_workers(client):
     client.wait_for_workers(2, timeout=60)
-    from cltune.measure.farm_worker import identity
+    from cltune.measure.farm_worker import worker_identity
 
     deadline = time.monotonic() + 60
-    while sum(v is not None for v in client.run(identity).values()) < 2 and time.monotonic() < deadline:
+    while sum(v is not None for v in client.run(worker_identity).values()) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
 
 

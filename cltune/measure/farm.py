@@ -167,11 +167,11 @@ class Farm:
             raise
 
     def _kinds(self, timeout_s: float) -> list[Kind]:
-        from .farm_worker import identity
+        from .farm_worker import worker_identity
 
         deadline = time.monotonic() + timeout_s
         while True:
-            idents = {a: i for a, i in self.client.run(identity).items() if i is not None}
+            idents = {a: i for a, i in self.client.run(worker_identity).items() if i is not None}
             if idents or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

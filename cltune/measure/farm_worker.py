@@ -78,7 +78,7 @@ class DevicePlugin(WorkerPlugin):
         if self.runner is None:
             self.runner = self.pool.submit(WorkerRunner, self.device).result()
         self.pool.submit(self._warm_up).result()
-        self.info, self.kind = self.runner.info, kind_of(self.runner.info)  # ready: identity() answers
+        self.info, self.kind = self.runner.info, kind_of(self.runner.info)  # ready: worker_identity() answers
 
     def _warm_up(self) -> None:
         from .worker import START_TIMEOUT_S, WorkerDied
@@ -124,7 +124,7 @@ def interleaved_task(conf: dict, problem, settings, timing):
     return _plugin().call(conf, "measure_interleaved", problem, list(settings), timing)
 
 
-def identity(dask_worker=None) -> dict | None:
+def worker_identity(dask_worker=None) -> dict | None:
     """For `client.run`: this worker's name, device kind and device attributes."""
     plugin = dask_worker.plugins.get(PLUGIN) if dask_worker is not None else None
     if plugin is None or plugin.info is None:

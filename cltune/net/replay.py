@@ -30,7 +30,7 @@ from .tasks import Task
 
 
 @dataclass(frozen=True)
-class Recorded:
+class RecordedTask:
     """One task's table: every setting measured for it, its cost (None: it failed)."""
 
     task: Task
@@ -53,7 +53,7 @@ class Recorded:
         return min((self.costs[k] for k in self.builtins if self.costs[k] is not None), default=math.nan)
 
 
-def load_table(run_dir: str | Path) -> tuple[str, list[Recorded]]:
+def load_table(run_dir: str | Path) -> tuple[str, list[RecordedTask]]:
     """The network's name and each task's table from a run folder's `network.json` and task files."""
     run_dir = Path(run_dir)
     path = run_dir / "network.json"
@@ -74,7 +74,7 @@ def load_table(run_dir: str | Path) -> tuple[str, list[Recorded]]:
     return manifest.get("network", run_dir.name), out
 
 
-def _task_table(task: Task, path: Path) -> Recorded:
+def _task_table(task: Task, path: Path) -> RecordedTask:
     costs: dict = {}
     settings: dict = {}
     builtins: list = []
@@ -90,10 +90,10 @@ def _task_table(task: Task, path: Path) -> Recorded:
             if row["strategy"] == "builtin" and k not in builtins:
                 builtins.append(k)
     med = {k: (statistics.median(ok) if (ok := [c for c in v if c is not None]) else None) for k, v in costs.items()}
-    return Recorded(task, med, settings, tuple(builtins))
+    return RecordedTask(task, med, settings, tuple(builtins))
 
 
-def one_knob(rec: Recorded, seed: int):
+def one_knob(rec: RecordedTask, seed: int):
     """The recorded points one knob away from a setting (same family, every other knob equal)."""
     resolved = {k: (k.split(":", 1)[0], json.loads(k.split(":", 1)[1])) for k in rec.settings}
     cache: dict = {}
@@ -111,7 +111,7 @@ def one_knob(rec: Recorded, seed: int):
     return near
 
 
-def replay_states(table: list[Recorded], seed: int, search: str = DEFAULT_SEARCH) -> list[TaskState]:
+def replay_states(table: list[RecordedTask], seed: int, search: str = DEFAULT_SEARCH) -> list[TaskState]:
     out = []
     for i, rec in enumerate(table):
         order = own_order([rec.settings[k] for k in rec.points], seed, i)
@@ -145,7 +145,7 @@ class Trace:
         return min(ok, default=math.nan)
 
 
-def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed: int, search: str = DEFAULT_SEARCH,
+def replay(table: list[RecordedTask], policy: str, transfer: bool, budget: int, seed: int, search: str = DEFAULT_SEARCH,
            **knobs) -> Trace:
     """Run one policy over the table within `budget` settings in total (built-ins included), each
     task searching its own points by `search`."""
@@ -167,11 +167,11 @@ def replay(table: list[Recorded], policy: str, transfer: bool, budget: int, seed
     return Trace(curve, picks, phases, costs)
 
 
-def best_possible(table: list[Recorded]) -> float:
+def best_possible(table: list[RecordedTask]) -> float:
     """sum(weight x best recorded ms): what a policy with the whole table measured would reach."""
     return sum(r.task.weight * r.best_ms for r in table)
 
 
-def builtin_only(table: list[Recorded]) -> float:
+def builtin_only(table: list[RecordedTask]) -> float:
     """sum(weight x best recorded built-in ms): where every policy starts."""
     return sum(r.task.weight * r.builtin_ms for r in table)

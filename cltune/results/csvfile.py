@@ -160,7 +160,7 @@ def load(path: str | Path) -> pd.DataFrame:
     return frame(read(path))
 
 
-def identity(table: Table) -> dict | None:
+def header_identity(table: Table) -> dict | None:
     """What a file was written for: its header, or for a file without one, its first row's columns."""
     if table.header is not None:
         return table.header
@@ -215,7 +215,7 @@ class ResultsFile:
         if table.columns != COLUMNS:
             raise UserError(f"{self.path}: not a results file of this cltune version (its columns differ); "
                             "write to a new file")
-        held = identity(table)
+        held = header_identity(table)
         why = schema.difference(held, header) if held and header else None
         if why:
             raise UserError(f"{self.path}: cannot resume: {why}; resume it with the sweep that wrote it, "

@@ -30,7 +30,7 @@ SUMMARY = ["setting", "status", "phase", "queue_ms_median", "submit_ms_median", 
 
 
 # What the sweep prepares for every setting, for the measurements that could not report it (a
-# worker that crashed or timed out): see search/session.identity.
+# worker that crashed or timed out): see search/session.setting_identity.
 PREPARED = ("build_options", "source_hash", "bytes_model", "real_flops", "weight_bytes")
 
 
@@ -116,7 +116,7 @@ class Recorder:
     def __init__(self, path, info, problem, config_name: str, prepare: Callable, noisy_cv: float = 0.10,
                  peaks: dict | None = None, baseline: str = "", on_row: Callable = lambda row: None):
         self.path, self.info, self.problem, self.config_name = Path(path), info, problem, config_name
-        self.prepare = prepare  # setting -> its key and PREPARED columns (session.identity)
+        self.prepare = prepare  # setting -> its key and PREPARED columns (session.setting_identity)
         self.noisy_cv, self.peaks, self.baseline, self.on_row = noisy_cv, peaks, baseline, on_row
         self.strategy = "listed"  # the `strategy` column of the rows being recorded
         self.rows: list[dict] = []  # this run's rows, in the order written

@@ -83,11 +83,11 @@ def kind_options(cfg, opts, kind: Kind, kinds: int):
     if opts.resume:
         import warnings
 
-        from ..results.csvfile import identity, read
+        from ..results.csvfile import header_identity, read
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the sweep itself reads it again and warns
-            held = identity(read(opts.resume))
+            held = header_identity(read(opts.resume))
         wanted = schema.make_header(cfg.name, cfg.problem.key, kind.info)
         return opts if held is None or schema.difference(held, wanted) is None else None
     if not opts.out:

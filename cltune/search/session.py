@@ -49,7 +49,7 @@ def first_timed_wall(held, baseline: str | None) -> float | None:
     return float(rows["wall_ms"].iloc[0]) if len(rows) else None
 
 
-def identity(info, problem) -> Callable[[Setting], dict]:
+def setting_identity(info, problem) -> Callable[[Setting], dict]:
     """What a session prepares once per setting, before measuring it: its build options, source hash
     and family figures (results.PREPARED, for a row whose worker could not report them) and its resume key."""
     done: dict = {}
@@ -80,7 +80,7 @@ def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool =
 
     register_if_kernel(cfg.problem)  # a user kernel's family: the one its settings name
     info = backend.info
-    recorder = results.Recorder(path, info, cfg.problem, cfg.name, identity(info, cfg.problem),
+    recorder = results.Recorder(path, info, cfg.problem, cfg.name, setting_identity(info, cfg.problem),
                                 cfg.timing.noisy_cv, peakstore.lookup(info.name, info.platform, info.driver),
                                 cfg.baseline or "", on_row)
     header = schema.make_header(cfg.name, cfg.problem.key, info)

@@ -13,7 +13,7 @@ from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..core.records import timed
 from ..results import guard
-from .session import Result, Steps, default_timeout, identity, resumed_outcomes, session  # noqa: F401
+from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
 
 
 @dataclass
