@@ -351,3 +351,29 @@ def test_a_scripts_nvml_observer_is_refused_when_made():
 
     with pytest.raises(NotImplementedError, match="NVMLObserver: Kernel Tuner's observers need"):
         NVMLObserver(["nvml_energy", "temperature"])
+
+
+INDEX3D = """__kernel void index3d(__global float *out, int nx, int ny, int nz) {
+    int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+    if (x < nx && y < ny && z < nz) out[(z * ny + y) * nx + x] = x + 10 * y + 100 * z;
+}
+"""
+
+
+def test_grid_div_y_and_z_shape_a_3d_launch_in_both_functions(device, tmp_path, monkeypatch):
+    """grid_div_y/z (with block_size_y/z) give the launch its 2nd and 3rd dimensions: a wrong divisor
+    leaves part of the output unwritten (NaN) or writes nothing, and the answer check says so."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
+    nx, ny, nz = 8, 6, 4
+    z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    want = (x + 10 * y + 100 * z).astype(np.float32).ravel()
+    args = [np.zeros(nx * ny * nz, np.float32), np.int32(nx), np.int32(ny), np.int32(nz)]
+    space = {"block_size_x": [4, 8], "block_size_y": [2, 3], "block_size_z": [2]}
+    results, _ = tune_kernel("index3d", INDEX3D, (nx, ny, nz), args, space, grid_div_y=["block_size_y"],
+                             grid_div_z=["block_size_z"], answer=[want, None, None, None], quiet=True,
+                             iterations=1, **_on(device))
+    assert len(results) == 4 and all(r["status"] == "ok" for r in results), [r["status"] for r in results]
+    out = run_kernel("index3d", INDEX3D, (nx, ny, nz), args, {"block_size_x": 4, "block_size_y": 3, "block_size_z": 2},
+                     grid_div_y=["block_size_y"], grid_div_z=["block_size_z"], quiet=True, **_on(device))
+    np.testing.assert_array_equal(out[0], want)
