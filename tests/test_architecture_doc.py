@@ -76,3 +76,15 @@ def test_every_error_type_is_named():
     assert len(errors) >= 5, errors  # the scan itself works: UserError, ExprError, ... are found
     missing = [f"{name} ({where})" for name, where in errors if f"`{name}`" not in DOC]
     assert not missing, "docs/ARCHITECTURE.md does not name these error types: " + ", ".join(missing)
+
+
+def test_every_package_is_in_pyprojects_list():
+    """The bug: cltune.deploy was left out of pyproject.toml's explicit package list, so a plain
+    (non-editable) install had no `cltune deploy`; an editable one hid it."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set(), f"pyproject.toml's packages miss {sorted(found - listed)}"
