@@ -22,15 +22,19 @@ from .base import Seconds, main
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
               help="CSV: one row per strategy, seed and evaluation (strategy, seed, evaluation, time, best_time). "
                    "An existing file is replaced, unless it is SPACE or holds measured data (refused).")
-def replay(space, strategies, budget, seeds, seconds, out):
+@click.option("--peers", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Kernel Tuner's scores on SPACE, as shared/peers/kernel_tuner/kt_sim.py prints them: "
+                   "their best strategy at each budget is printed beside.")
+def replay(space, strategies, budget, seeds, seconds, out, peers):
     """Replay SPACE (a Kernel Tuner cache .json/.json.gz, T4 results JSON, or a cltune results CSV of an
     exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
     import csv
+    from pathlib import Path
 
     from ..core.config import SEARCH_STRATEGY
     from ..results.guard import check_output
     from ..results.recorded import load
-    from ..search.replay import BUDGETS, format_summary, rows_of, run_all, summarize
+    from ..search.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize
 
     if out:
         check_output(out, [space])
@@ -40,7 +44,8 @@ def replay(space, strategies, budget, seeds, seconds, out):
     traces = run_all(recorded, strategies, seeds, limit, seconds)
     longest = max(len(t.times) for t in traces)
     budgets = [b for b in BUDGETS if b < longest] + [longest]
-    click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets))
+    scores = read_peers(Path(peers).read_text()) if peers else None
+    click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets, scores))
     if out:
         rows = rows_of(traces)
         with open(out, "w", newline="") as fh:

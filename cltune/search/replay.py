@@ -131,7 +131,7 @@ def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = No
 
 
 def summarize(recorded: Recorded, traces: list[Trace], budgets=BUDGETS) -> list[dict]:
-    """Per strategy: the median and quartiles over seeds of optimum / best found within each budget,
+    """Per strategy: the median, quartiles and worst seed of optimum / best found within each budget,
     the median evaluations to 90% and 95% of the optimum, and the share of failed measurements."""
     opt = recorded.optimum
     out = []
@@ -140,7 +140,7 @@ def summarize(recorded: Recorded, traces: list[Trace], budgets=BUDGETS) -> list[
         row = {"strategy": strategy, "seeds": len(mine)}
         for b in budgets:
             fr = [opt / best if (best := t.best_after(b)) else 0.0 for t in mine]
-            row[f"B={b}"] = mq(fr)
+            row[f"B={b}"] = (*mq(fr), min(fr))  # a user runs one seed: the worst one says what it risks
         for f in (0.90, 0.95):
             hits = [t.reached(opt, f) for t in mine]
             finite = sorted(h if h is not None else math.inf for h in hits)
@@ -151,17 +151,37 @@ def summarize(recorded: Recorded, traces: list[Trace], budgets=BUDGETS) -> list[
     return out
 
 
-def format_summary(recorded: Recorded, rows: list[dict], budgets=BUDGETS) -> str:
-    head = f"{'strategy':<22}" + "".join(f"{'B=' + str(b):>22}" for b in budgets) + f"{'e90':>6}{'e95':>6}{'failed':>8}"
+def format_summary(recorded: Recorded, rows: list[dict], budgets=BUDGETS, peers: dict | None = None) -> str:
+    """The table: per strategy and budget, median [quartiles] worst seed; `peers` (name -> {budget:
+    median}, kt_sim.py's output) adds their best at each budget beside it."""
+    head = f"{'strategy':<22}" + "".join(f"{'B=' + str(b):>27}" for b in budgets) + f"{'e90':>6}{'e95':>6}{'failed':>8}"
     lines = [recorded.describe(), head]
     for r in rows:
-        cells = "".join(f"{r[f'B={b}'][0]:>8.3f} [{r[f'B={b}'][1]:.2f},{r[f'B={b}'][2]:.2f}]" for b in budgets)
+        cells = "".join(f"{r[f'B={b}'][0]:>8.3f} [{r[f'B={b}'][1]:.2f},{r[f'B={b}'][2]:.2f}] {r[f'B={b}'][3]:.2f}"
+                        for b in budgets)
         ev = "".join(f"{(str(int(r[k])) if math.isfinite(r[k]) else '>' + str(max(budgets))):>6}"
                      for k in ("e90", "e95"))
         lines.append(f"{r['strategy']:<22}{cells}{ev}{r['failed']:>8.1%}")
-    lines.append("B=N: median [quartiles] over seeds of optimum / best time found within N distinct measurements; "
+    if peers:
+        best = {b: max(peers.items(), key=lambda kv: kv[1].get(b, -1.0)) for b in budgets}
+        lines.append(f"{'peers best (median)':<22}" + "".join(
+            f"{(f'{kv[1][b]:.3f} ' + kv[0][:12]) if b in kv[1] else '-':>27}" for b, kv in best.items()))
+    lines.append("B=N: median [quartiles] worst seed, of optimum / best time found within N distinct measurements; "
                  "eX: evaluations to X% of the optimum (median)")
     return "\n".join(lines)
+
+
+def read_peers(text: str) -> dict:
+    """kt_sim.py's output ("genetic_algorithm    B=25: 0.990  B=50: 0.992 ...") as name -> {budget: median};
+    lines without scores (a strategy that could not run) are skipped."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        scores = {int(k[2:-1]): float(v) for k, v in zip(parts[1::2], parts[2::2])
+                  if k.startswith("B=") and k.endswith(":")}
+        if parts and scores:
+            out[parts[0]] = scores
+    return out
 
 
 def rows_of(traces: list[Trace]) -> list[dict]:

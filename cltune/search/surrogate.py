@@ -74,17 +74,37 @@ def gram(enc: Encoding, a, b, w, v) -> np.ndarray:
     return np.exp(-(w.sum() - same + np.maximum(sq, 0.0)))
 
 
-class GP:
-    """A zero-mean GP over standardized observations y at points idx."""
+class Columns:
+    """Covariances of every point of an Encoding with the measured ones, for one weight pair, each
+    measured point's column computed once: a proposal then scores thousands of candidates by
+    reading rows, where computing them anew took most of a replay (9 s of a 200-point run)."""
 
-    def __init__(self, enc: Encoding, idx, y, w, v):
+    def __init__(self, enc: Encoding, w, v):
+        self.enc, self.w, self.v, self.cols = enc, w, v, {}
+        self.every = np.arange(len(enc.index))
+
+    def of(self, idx) -> np.ndarray:
+        new = [i for i in dict.fromkeys(int(i) for i in idx) if i not in self.cols]
+        if new:
+            block = gram(self.enc, self.every, new, self.w, self.v)
+            self.cols.update((i, block[:, k]) for k, i in enumerate(new))
+        return np.stack([self.cols[int(i)] for i in idx], axis=1)
+
+
+class GP:
+    """A zero-mean GP over standardized observations y at points idx (covariances read from
+    `cols`, a Columns of the same weights, when given)."""
+
+    def __init__(self, enc: Encoding, idx, y, w, v, cols: Columns | None = None):
         self.enc, self.idx, self.w, self.v = enc, np.asarray(idx), w, v
-        k = gram(enc, self.idx, self.idx, w, v) + NOISE * np.eye(len(self.idx))
+        self.cross = cols.of(self.idx) if cols is not None else None
+        k = (self.cross[self.idx] if cols is not None else gram(enc, self.idx, self.idx, w, v)) \
+            + NOISE * np.eye(len(self.idx))
         self.linv = np.linalg.inv(np.linalg.cholesky(k))
         self.alpha = self.linv.T @ (self.linv @ y)
 
     def predict(self, cand) -> tuple[np.ndarray, np.ndarray]:
-        ks = gram(self.enc, cand, self.idx, self.w, self.v)
+        ks = self.cross[cand] if self.cross is not None else gram(self.enc, cand, self.idx, self.w, self.v)
         s = ks @ self.linv.T
         return ks @ self.alpha, np.sqrt(np.maximum(1.0 + NOISE - (s * s).sum(1), 1e-12))
 
@@ -109,11 +129,11 @@ def _failed(ok, bad) -> np.ndarray:
     return np.r_[np.zeros(len(ok)), np.ones(len(bad))]
 
 
-def failure_share(enc: Encoding, ok, bad, cand, w, v) -> np.ndarray:
+def failure_share(enc: Encoding, ok, bad, cand, w, v, cols: Columns | None = None) -> np.ndarray:
     """Each candidate's chance of failing: a GP over the measured points' 0/1 labels, with weights
     fitted to those labels, its mean clipped to [0, 1]."""
     labels = _failed(ok, bad)
-    mu, _ = GP(enc, list(ok) + list(bad), labels - labels.mean(), w, v).predict(cand)
+    mu, _ = GP(enc, list(ok) + list(bad), labels - labels.mean(), w, v, cols).predict(cand)
     return np.clip(mu + labels.mean(), 0.0, 1.0)
 
 
@@ -190,11 +210,11 @@ class Pool:
         return list(range(n, len(self.settings)))
 
 
-def propose(enc, ok, bad, y, weights, near, left, rng, limit, width) -> list[int]:
+def propose(enc, ok, bad, y, weights, near, left, rng, limit, width, cols=(None, None)) -> list[int]:
     """The `width` candidates of highest expected improvement, discounted by their chance of
     failing (a likely failure scores below every other point). The candidates: `near` (the best
     one's neighbours) unless all of them look like failures, else every unmeasured point in `left`
-    (a random `limit` of them when there are more)."""
+    (a random `limit` of them when there are more). `cols`: the time and failure GPs' Columns."""
     w, v, wf, vf = weights
     for local, cand in ((True, near), (False, left)):
         if not cand:
@@ -202,10 +222,10 @@ def propose(enc, ok, bad, y, weights, near, left, rng, limit, width) -> list[int
         if len(cand) > limit:
             cand = rng.sample(cand, limit)
         cand_a = np.array(cand)
-        fail = failure_share(enc, ok, bad, cand_a, wf, vf) if bad else np.zeros(len(cand))
+        fail = failure_share(enc, ok, bad, cand_a, wf, vf, cols[1]) if bad else np.zeros(len(cand))
         if local and (fail >= 0.5).all():
             continue
-        mu, sd = GP(enc, ok, y, w, v).predict(cand_a)
+        mu, sd = GP(enc, ok, y, w, v, cols[0]).predict(cand_a)
         score = expected_improvement(mu, sd, y.min())
         score = np.where(fail < 0.5, score * (1.0 - fail), -1.0 + (1.0 - fail))
         return [cand[int(k)] for k in np.argsort(-score, kind="stable")[:width]]
@@ -226,6 +246,7 @@ class Proposer:
 
     def __init__(self, enc: Encoding, rng):
         self.rng, self.weights, self.fitted_at, self.step = rng, initial_weights(enc), -1, 0
+        self.cols = (Columns(enc, *self.weights[:2]), Columns(enc, *self.weights[2:]))
 
     def propose(self, enc: Encoding, cost: dict, left: list, width: int = 1) -> list | None:
         ok = [i for i, c in cost.items() if c is not None]
@@ -234,10 +255,12 @@ class Proposer:
         self.step += 1
         bad = [i for i, c in cost.items() if c is None]
         y = standardized_log([cost[i] for i in ok])
-        if self.fitted_at < 0 or len(cost) - self.fitted_at >= MODEL_REFIT:
+        if self.fitted_at < 0 or len(cost) - self.fitted_at >= MODEL_REFIT or self.cols[0].enc is not enc:
             self.weights, self.fitted_at = refit(enc, ok, bad, y, self.weights), len(cost)
+            w, v, wf, vf = self.weights
+            self.cols = (Columns(enc, w, v), Columns(enc, wf, vf))
         near = [k for k in enc.neighbours(ok[int(y.argmin())]) if k not in cost] if self.step % 2 == 0 else []
-        return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width)
+        return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width, self.cols)
 
 
 def mixed_encoding(points: list[dict]) -> Encoding:

@@ -1,0 +1,59 @@
+"""The `model` strategy under a budget (issue 45): it leaves a plateau around a local optimum
+instead of measuring its neighbours to the end, keeps the budget exactly, and a seed gives the same
+run; `cltune replay` prints each budget's worst seed and, given kt_sim.py's output, the peers' best."""
+
+import itertools
+import json
+
+from click.testing import CliRunner
+
+from cltune.cli.commands import main
+from cltune.results.recorded import Point, Recorded
+from cltune.search import replay
+
+
+def plateau() -> Recorded:
+    """1,024 points: a wide basin that is good everywhere (1.2-1.4 ms) around (a, b) = (1, 1), and
+    far from it, at a, b >= 6 and c = d = 3, a small region holding the optimum (1.0 ms). A search
+    that only refines what it found first stays at 0.83 of the optimum."""
+    params = [("a", tuple(range(8))), ("b", tuple(range(8))), ("c", tuple(range(4))), ("d", tuple(range(4)))]
+    points = {}
+    for a, b, c, d in itertools.product(*(v for _, v in params)):
+        if a >= 6 and b >= 6 and c == d == 3:
+            t = 1.0 + 0.05 * (a - 6 + b - 6)
+        else:
+            t = 1.2 + 0.02 * (abs(a - 1) + abs(b - 1)) + 0.01 * (c + d) + 0.5 * (a + b >= 9)
+        points[(a, b, c, d)] = Point(t, 1.0)
+    return Recorded("plateau", params, points)
+
+
+def test_model_leaves_a_plateau_within_its_budget():
+    space = plateau()
+    for seed in range(3):
+        t = replay.replay(space, "model", seed, budget=150)
+        assert len(t.times) == 150  # the budget, exactly
+        assert space.optimum / t.best_after(150) == 1.0, f"seed {seed} stalled at {space.optimum / t.best_after(150):.2f}"
+
+
+def test_a_seed_gives_the_same_run_and_seeds_differ():
+    space = plateau()
+    a, b, c = (replay.replay(space, "model", s, budget=40) for s in (5, 5, 6))
+    assert a.times == b.times and a.times != c.times
+
+
+def test_replay_prints_the_worst_seed_and_the_peers_best(tmp_path):
+    space = tmp_path / "space.json"
+    peers = tmp_path / "kt.txt"
+    params = {"a": list(range(8)), "b": list(range(8))}
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + a + b, "compile_time": 1.0, "benchmark_time": 1.0}
+             for a in range(8) for b in range(8)}
+    space.write_text(json.dumps({"kernel_name": "k", "tune_params_keys": ["a", "b"], "tune_params": params,
+                                 "problem_size": [1], "cache": cache}))
+    peers.write_text("random_sample        B=25: 0.500  B=50: 0.700\ngenetic_algorithm    B=25: 0.600  B=50: 0.650\n"
+                     "pso                  cannot run: no\n")
+    res = CliRunner().invoke(main, ["replay", str(space), "--strategy", "random", "--seeds", "3", "--budget", "50",
+                                    "--peers", str(peers)])
+    assert res.exit_code == 0, res.output
+    assert "worst seed" in res.output
+    last = [line for line in res.output.splitlines() if line.startswith("peers best")][0]
+    assert "0.600 genetic_algo" in last and "0.700 random_sampl" in last
