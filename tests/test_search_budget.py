@@ -29,10 +29,12 @@ def plateau() -> Recorded:
 
 def test_model_leaves_a_plateau_within_its_budget():
     space = plateau()
-    for seed in range(3):
-        t = replay.replay(space, "model", seed, budget=150)
-        assert len(t.times) == 150  # the budget, exactly
-        assert space.optimum / t.best_after(150) == 1.0, f"seed {seed} stalled at {space.optimum / t.best_after(150):.2f}"
+    trapped = replay.replay(space, "local", 0, budget=100)  # the trap is real: one-knob descent stays
+    assert space.optimum / trapped.best_after(100) < 0.85
+    for seed in range(3):  # model: the optimum by 32, 67 and 45 points (2026-12-04)
+        t = replay.replay(space, "model", seed, budget=100)
+        assert len(t.times) == 100  # the budget, exactly
+        assert space.optimum / t.best_after(100) == 1.0, f"seed {seed} stalled at {space.optimum / t.best_after(100):.2f}"
 
 
 def test_a_seed_gives_the_same_run_and_seeds_differ():
