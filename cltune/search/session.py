@@ -42,7 +42,7 @@ def first_timed_wall(held, baseline: str | None) -> float | None:
     timed search row: what sets a resumed sweep's timeout."""
     if held is None:
         return None
-    rows = held[(held["phase"] == "search") & held["status"].map(timed)]
+    rows = held[(held["phase"] == "search") & held["status"].map(timed).astype(bool)]  # pandas 4: no bool & object
     rows = rows[rows["wall_ms"].notna()]
     base = rows[rows["setting"] == baseline] if baseline else rows.iloc[:0]
     rows = base if len(base) else rows
