@@ -24,11 +24,6 @@ typedef struct {
     float *data[4];
 } reference;
 
-static int fail(const char *what, cl_int err) {
-    fprintf(stderr, "error: %s (OpenCL error %d)\n", what, (int)err);
-    return 2;
-}
-
 static int read_reference(const char *path, reference *ref) {
     static const char names[4] = {'x', 'w', 'b', 'y'};
     char magic[64], tag[8];
@@ -58,30 +53,6 @@ static int read_reference(const char *path, reference *ref) {
         ref->n[2] = k;
     }
     return 0;
-}
-
-/* The kernel files of the setting, each read from dir, joined with a newline (as cltune builds them). */
-static char *read_sources(const char *dir, const char *sources) {
-    char list[1024], path[2048], *name, *out = calloc(1, 1);
-    size_t len = 0;
-    strncpy(list, sources, sizeof list - 1);
-    list[sizeof list - 1] = '\0';
-    for (name = strtok(list, " "); name && out; name = strtok(NULL, " ")) {
-        FILE *fh;
-        long size;
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        if (!(fh = fopen(path, "rb"))) { fprintf(stderr, "error: %s: cannot open (see --kernels)\n", path); free(out); return NULL; }
-        fseek(fh, 0, SEEK_END);
-        size = ftell(fh);
-        rewind(fh);
-        out = realloc(out, len + (size_t)size + 2);
-        len += fread(out + len, 1, (size_t)size, fh);
-        out[len++] = '\n';
-        out[len] = '\0';
-        fclose(fh);
-    }
-    if (out && len) out[len - 1] = '\0'; /* no newline after the last file */
-    return out;
 }
 
 /* Each of the launch's space-separated arguments: a buffer by name, an int, or a float ending in f. */
@@ -119,13 +90,7 @@ static int run(cl_device_id dev, const cltune_setting *s, const char *kernels, r
     int i;
     if (!src) return 2;
     srcs[0] = src;
-    prog = clCreateProgramWithSource(ctx, 1, srcs, NULL, &err);
-    if ((err = clBuildProgram(prog, 1, &dev, s->options, NULL, NULL)) != CL_SUCCESS) {
-        char log[4096] = "";
-        clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        fprintf(stderr, "build log: %.300s\n", log);
-        return fail("clBuildProgram", err);
-    }
+    if (build_program(ctx, dev, srcs, s->options, &prog)) return 2;
     for (i = 0; i < 4; ++i) { /* x, w, b, out: the output starts as NaN, so an element nobody writes fails */
         size_t bytes = sizeof(float) * (size_t)(ref->n[i] ? ref->n[i] : 1);
         float *host = i == 3 ? out : ref->data[i];
@@ -149,28 +114,6 @@ static int run(cl_device_id dev, const cltune_setting *s, const char *kernels, r
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
     free(src);
-    return 0;
-}
-
-/* The flat index's device over every platform, and its name without surrounding white space. */
-static int pick_device(int index, cl_device_id *dev, char name[256]) {
-    cl_platform_id plats[16];
-    cl_uint np = 0, p;
-    char *start, *end;
-    if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS || np == 0) { fprintf(stderr, "error: no OpenCL platform\n"); return 2; }
-    for (p = 0; p < np; ++p) {
-        cl_device_id devs[16];
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
-        if (index < (int)nd) { *dev = devs[index]; break; }
-        index -= (int)nd;
-    }
-    if (p == np) { fprintf(stderr, "error: no OpenCL device of that index (--device)\n"); return 2; }
-    clGetDeviceInfo(*dev, CL_DEVICE_NAME, 255, name, NULL);
-    name[255] = '\0';
-    for (start = name; isspace((unsigned char)*start); ++start) {}
-    memmove(name, start, strlen(start) + 1);
-    for (end = name + strlen(name); end > name && isspace((unsigned char)end[-1]); --end) end[-1] = '\0';
     return 0;
 }
 

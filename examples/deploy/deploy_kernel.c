@@ -36,11 +36,6 @@ typedef struct {
 
 typedef struct { char problem[256]; int n; buffer b[MAX_BUFFERS]; } reference;
 
-static int fail(const char *what, cl_int err) {
-    fprintf(stderr, "error: %s (OpenCL error %d)\n", what, (int)err);
-    return 2;
-}
-
 static int read_values(FILE *fh, buffer *b, void *into, double *as_double) {
     long j;
     for (j = 0; j < b->n; ++j) {
@@ -75,30 +70,6 @@ static int read_reference(const char *path, reference *ref) {
     fclose(fh);
     if (i < ref->n) { fprintf(stderr, "error: %s: buffer %d is cut short or malformed\n", path, i + 1); return -1; }
     return 0;
-}
-
-/* The kernel files of the setting, each read from dir, joined with a newline (as cltune builds them). */
-static char *read_sources(const char *dir, const char *sources) {
-    char list[1024], path[2048], *name, *out = calloc(1, 1);
-    size_t len = 0;
-    strncpy(list, sources, sizeof list - 1);
-    list[sizeof list - 1] = '\0';
-    for (name = strtok(list, " "); name && out; name = strtok(NULL, " ")) {
-        FILE *fh;
-        long size;
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        if (!(fh = fopen(path, "rb"))) { fprintf(stderr, "error: %s: cannot open (see --kernels)\n", path); free(out); return NULL; }
-        fseek(fh, 0, SEEK_END);
-        size = ftell(fh);
-        rewind(fh);
-        out = realloc(out, len + (size_t)size + 2);
-        len += fread(out + len, 1, (size_t)size, fh);
-        out[len++] = '\n';
-        out[len] = '\0';
-        fclose(fh);
-    }
-    if (out && len) out[len - 1] = '\0'; /* no newline after the last file */
-    return out;
 }
 
 /* Each space-separated argument: local:BYTES, a buffer by its name, a float ending in f, an int. */
@@ -142,13 +113,7 @@ static int run(cl_device_id dev, const cltune_setting *s, const char *kernels, c
     int i;
     if (!src) return 2;
     srcs[0] = src;
-    prog = clCreateProgramWithSource(ctx, 1, srcs, NULL, &err);
-    if ((err = clBuildProgram(prog, 1, &dev, s->options, NULL, NULL)) != CL_SUCCESS) {
-        char log[4096] = "";
-        clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        fprintf(stderr, "build log: %.300s\n", log);
-        return fail("clBuildProgram", err);
-    }
+    if (build_program(ctx, dev, srcs, s->options, &prog)) return 2;
     for (i = 0; i < ref->n; ++i) {
         bufs[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, 4 * (size_t)(ref->b[i].n ? ref->b[i].n : 1),
                                  ref->b[i].init, &err);
@@ -175,28 +140,6 @@ static int run(cl_device_id dev, const cltune_setting *s, const char *kernels, c
     clReleaseCommandQueue(q);
     clReleaseContext(ctx);
     free(src);
-    return 0;
-}
-
-/* The flat index's device over every platform, and its name without surrounding white space. */
-static int pick_device(int index, cl_device_id *dev, char name[256]) {
-    cl_platform_id plats[16];
-    cl_uint np = 0, p;
-    char *start, *end;
-    if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS || np == 0) { fprintf(stderr, "error: no OpenCL platform\n"); return 2; }
-    for (p = 0; p < np; ++p) {
-        cl_device_id devs[16];
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
-        if (index < (int)nd) { *dev = devs[index]; break; }
-        index -= (int)nd;
-    }
-    if (p == np) { fprintf(stderr, "error: no OpenCL device of that index (--device)\n"); return 2; }
-    clGetDeviceInfo(*dev, CL_DEVICE_NAME, 255, name, NULL);
-    name[255] = '\0';
-    for (start = name; isspace((unsigned char)*start); ++start) {}
-    memmove(name, start, strlen(start) + 1);
-    for (end = name + strlen(name); end > name && isspace((unsigned char)end[-1]); --end) end[-1] = '\0';
     return 0;
 }
 

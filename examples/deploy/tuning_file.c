@@ -2,6 +2,7 @@
    header's lookup rule applied to them: the device's entry for the shape, else the default's ("*"). */
 #include "tuning_file.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,4 +88,70 @@ const cltune_setting *tuning_file_lookup(const tuning_file *tf, const char *devi
         if (strcmp(tf->entries[i].device, "*") == 0 && strcmp(tf->entries[i].problem, problem) == 0)
             return &tf->entries[i];
     return NULL;
+}
+
+/* Host helpers both example programs use. */
+
+int fail(const char *what, cl_int err) {
+    fprintf(stderr, "error: %s (OpenCL error %d)\n", what, (int)err);
+    return 2;
+}
+
+/* The kernel files of the setting, each read from dir, joined with a newline (as cltune builds them). */
+char *read_sources(const char *dir, const char *sources) {
+    char list[1024], path[2048], *name, *out = calloc(1, 1);
+    size_t len = 0;
+    strncpy(list, sources, sizeof list - 1);
+    list[sizeof list - 1] = '\0';
+    for (name = strtok(list, " "); name && out; name = strtok(NULL, " ")) {
+        FILE *fh;
+        long size;
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        if (!(fh = fopen(path, "rb"))) { fprintf(stderr, "error: %s: cannot open (see --kernels)\n", path); free(out); return NULL; }
+        fseek(fh, 0, SEEK_END);
+        size = ftell(fh);
+        rewind(fh);
+        out = realloc(out, len + (size_t)size + 2);
+        len += fread(out + len, 1, (size_t)size, fh);
+        out[len++] = '\n';
+        out[len] = '\0';
+        fclose(fh);
+    }
+    if (out && len) out[len - 1] = '\0'; /* no newline after the last file */
+    return out;
+}
+
+/* The flat index's device over every platform, and its name without surrounding white space. */
+int pick_device(int index, cl_device_id *dev, char name[256]) {
+    cl_platform_id plats[16];
+    cl_uint np = 0, p;
+    char *start, *end;
+    if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS || np == 0) { fprintf(stderr, "error: no OpenCL platform\n"); return 2; }
+    for (p = 0; p < np; ++p) {
+        cl_device_id devs[16];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+        if (index < (int)nd) { *dev = devs[index]; break; }
+        index -= (int)nd;
+    }
+    if (p == np) { fprintf(stderr, "error: no OpenCL device of that index (--device)\n"); return 2; }
+    clGetDeviceInfo(*dev, CL_DEVICE_NAME, 255, name, NULL);
+    name[255] = '\0';
+    for (start = name; isspace((unsigned char)*start); ++start) {}
+    memmove(name, start, strlen(start) + 1);
+    for (end = name + strlen(name); end > name && isspace((unsigned char)end[-1]); --end) end[-1] = '\0';
+    return 0;
+}
+
+int build_program(cl_context ctx, cl_device_id dev, const char **srcs, const char *options, cl_program *prog) {
+    cl_int err;
+    *prog = clCreateProgramWithSource(ctx, 1, srcs, NULL, &err);
+    if (err != CL_SUCCESS) return fail("clCreateProgramWithSource", err);
+    if ((err = clBuildProgram(*prog, 1, &dev, options, NULL, NULL)) != CL_SUCCESS) {
+        char log[4096] = "";
+        clGetProgramBuildInfo(*prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        fprintf(stderr, "build log: %.300s\n", log);
+        return fail("clBuildProgram", err);
+    }
+    return 0;
 }
