@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.measure import farm
 from cltune.search import tune  # noqa: E402
 from cltune.measure.farm_backend import FarmBackend  # noqa: E402

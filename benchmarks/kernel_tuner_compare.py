@@ -50,7 +50,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.results import rows as results, schema  # noqa: E402
 
 KNOBS = ("MACROS", "UNROLL", "MATH", "LWS_X", "LWS_Y")

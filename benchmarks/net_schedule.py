@@ -85,7 +85,7 @@ def _points(text: str) -> list[int]:
 
 
 def _backend(device, seed):
-    from cltune.core import config
+    from cltune.loader import config
     from cltune.search import tune
 
     cfg = config.load("net_spaces")

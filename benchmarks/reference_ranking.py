@@ -25,7 +25,7 @@ class Reference:
     """Holds the space's points built and warm on one device, in this process."""
 
     def __init__(self, cfg_name: str, device, seed: int = 0):
-        from cltune.core import config
+        from cltune.loader import config
         from cltune.core.device_values import bind_config
         from cltune.measure.runner import Runner
 

@@ -142,7 +142,7 @@ def _kt_cache(path: Path, space) -> dict:
 
 
 def main() -> None:
-    from cltune.core.config import SEARCH_STRATEGY
+    from cltune.loader.config import SEARCH_STRATEGY
     from cltune.measure.hostgemm import host_cpu
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

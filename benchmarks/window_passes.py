@@ -36,7 +36,7 @@ def main() -> None:
     import numpy as np
     import pandas as pd
 
-    from cltune.core import config
+    from cltune.loader import config
     from cltune.measure import device as dev
     from cltune.measure.runner import Runner
 

@@ -106,7 +106,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     accepts, else a default for the device type: `best_setting` says which).
     `activation` ("relu", "relu6") and `pool` (2: a 2x2, stride-2 max-pool) extend the layer with
     the epilogue that the setting's FUSE knob fuses into the conv kernel or runs separately."""
-    from .core import args as checks
+    from . import api_args as checks
     from .core.space import Setting
 
     a = checks.check(input, weight, bias, stride, padding, dilation, groups, activation, pool)

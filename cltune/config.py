@@ -1,8 +1,8 @@
 """`cltune.config` as scripts written before the package had folders import it (the Kernel Tuner
-harness in shared/peers among them): the same module object as `cltune.core.config`."""
+harness in shared/peers among them): the same module object as `cltune.loader.config`."""
 
 import sys
 
-from .core import config as _module
+from .loader import config as _module
 
 sys.modules[__name__] = _module

@@ -56,7 +56,7 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
     """The Config a tune_kernel call tunes (its KernelProblem, its one Space), checked before any
     device is opened; the Kernel Tuner surface (cltune.kernel_tuner) tunes the same one. `defines`:
     fixed macros (name -> value); `verify`: Kernel Tuner's verify(answer, outputs, atol) (Reference.verify)."""
-    from .core import config as cfgmod
+    from .loader import config as cfgmod
     from .core.kernel_problem import KernelProblem, Reference
     from .core.space import Space
     from .workloads.kernel import register_problem
@@ -93,7 +93,7 @@ def parameter_names(kernel_name: str, source: str) -> list[str]:
 
 def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
     from .core.kernel_problem import Arg
-    from .core.kernel_table import IDENT, missing_kernel
+    from .loader.kernel_table import IDENT, missing_kernel
 
     if not isinstance(arguments, (list, tuple)):
         raise UserError("arguments: expected a list of numpy arrays and numpy scalars, in the kernel's order")

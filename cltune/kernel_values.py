@@ -201,7 +201,7 @@ def timing(iterations=None):
     many timed launches per setting (no adaptive stop), each kept in the row's run_ms_samples."""
     from dataclasses import replace
 
-    from .core.config import default_timing
+    from .loader.config import default_timing
 
     base = default_timing()
     if iterations is None:

@@ -78,7 +78,7 @@ def expected_rerank(search, rerank: int = 3, baseline: str = "normal") -> list[s
     """The settings a sweep's re-ranking takes from its search rows: the `rerank` fastest, the others
     within RERANK_WITHIN of the fastest up to RERANK_MAX in all, and the baseline, sorted (how many
     are close depends on the host's noise, so a test asks for this set rather than a count)."""
-    from cltune.core.config import RERANK_MAX, RERANK_WITHIN
+    from cltune.loader.config import RERANK_MAX, RERANK_WITHIN
 
     times = search.sort_values("run_ms_min")
     best = times["run_ms_min"].iloc[0]

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.records import Round, Timing
 from cltune.measure.runner import DEVICE_WARMUP_MS, Runner
 from cltune.results import rows as results

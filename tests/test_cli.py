@@ -128,7 +128,7 @@ def test_missing_config_and_bad_device_are_one_line():
 
 
 def test_a_setting_can_name_a_builtin(tmp_path):
-    from cltune.core import config
+    from cltune.loader import config
     from cltune.workloads import builtin_settings
 
     path = tmp_path / "b.toml"

@@ -2,7 +2,8 @@
 
 import pytest
 
-from cltune.core import config, device_values
+from cltune.core import device_values
+from cltune.loader import config
 from cltune.core.paths import data_dir
 from tests.fakes import MALI_T860, POCL_AVX2, POCL_AVX512
 

@@ -70,7 +70,7 @@ def test_unroll_without_baked_filter_is_invalid_not_built(runner):
 
 def test_study_config_ladder_is_the_builtin_ladder():
     # The config documents the study; the API's built-ins must not drift from it.
-    from cltune.core import config
+    from cltune.loader import config
 
     cfg = config.load("mali_t860_conv3x3")
     builtin = builtin_settings()

@@ -5,7 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from cltune.cli.commands import main
-from cltune.core import config, device_values
+from cltune.core import device_values
+from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family

@@ -136,7 +136,7 @@ def test_named_settings_pass_check_on_every_test_shape():
 
 def test_study_config_settings_are_the_builtins():
     # The config documents the named settings; the API's built-ins must not drift from it.
-    from cltune.core import config
+    from cltune.loader import config
     from cltune.workloads import builtin_settings
 
     cfg = config.load("direct_study")
@@ -147,7 +147,7 @@ def test_study_config_settings_are_the_builtins():
 
 
 def _study_config(info):
-    from cltune.core import config
+    from cltune.loader import config
     from cltune.core.device_values import bind_config
 
     return bind_config(config.load("direct_study"), info)

@@ -107,7 +107,7 @@ def test_pooled_grid_covers_the_floored_output_and_the_padded_source_its_tiles()
 def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer(info):
     # The suite measures fusion: a point that cannot fuse the pool would be skipped by the tuner
     # and the race would compare nothing, so every point must run fully fused on every layer.
-    from cltune.core import config
+    from cltune.loader import config
     from cltune.core.device_values import bind_config
     from cltune.core.space import problem_env
     from cltune.workloads import epilogue

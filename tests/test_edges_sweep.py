@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.records import Round
 from cltune.results import rows as results

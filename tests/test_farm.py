@@ -220,7 +220,7 @@ def search_rows(df):
 
 
 def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, cluster):
-    from cltune.core import config
+    from cltune.loader import config
 
     cfg = config.load("tune_small")
     local = tune.run(cfg, tune.Options(out=tmp_path / "local.csv", rerank=0))
@@ -241,7 +241,7 @@ def test_farm_measures_the_settings_and_statuses_of_a_local_sweep(tmp_path, clus
 
 def fault_config(faults, min_time_ms=0):
     import tests.fault_family  # noqa: F401  (registers the family for the config loader)
-    from cltune.core import config
+    from cltune.loader import config
 
     settings = [{"name": "normal"}]
     for i, f in enumerate(faults):
@@ -328,7 +328,7 @@ def test_a_setting_that_kills_every_worker_is_a_crashed_row_naming_the_worker(tm
 def slow_config(tmp_path) -> str:
     """tune_small with every setting timed for at least 300 ms: the sweep is still running when a
     test pulls the plug."""
-    from cltune.core import config
+    from cltune.loader import config
 
     path = tmp_path / "slow.toml"
     path.write_text(config.resolve_path("tune_small").read_text().replace("[run]", "[run]\nmin_time_ms = 300\nadaptive = false"))

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.problem import Problem
 from cltune.core.records import Status, Timing
 from cltune.core.space import Setting

@@ -174,7 +174,7 @@ def test_invalid_setting_is_reported_not_built(runner):
 def test_config_spaces_name_real_knobs_and_values(runner, config):
     # A typo in a space (a knob or value the family lacks) would only surface mid-sweep: loading
     # checks the knobs and constraint names, binding to this device checks its device.* values.
-    from cltune.core import config as cfgmod
+    from cltune.loader import config as cfgmod
     from cltune.core.device_values import bind_config, bind_setting
 
     cfg = bind_config(cfgmod.load(config), runner.info)

@@ -23,7 +23,7 @@ def test_configs_load_and_families_register_with_pyopencl_hidden():
     # a GEMM family (or listing the built-in settings) needed an OpenCL driver.
     code = (
         "import sys; sys.modules['pyopencl'] = None\n"
-        "import cltune.core.config as c, cltune.workloads as w\n"
+        "import cltune.loader.config as c, cltune.workloads as w\n"
         f"for name in {CONFIGS!r}: c.load(name)\n"
         "assert 'implicit_gemm_cpu' in w.builtin_settings()\n"
         "for name in sorted(w.FAMILIES): w.get_family(name).source_hash()\n"
@@ -84,7 +84,7 @@ def test_the_folders_are_the_pipeline():
                              "cltune.net")}
     # A config's names are checked where they are registered: kernel families (workloads) and
     # search strategies (search.strategies, named by [run] strategy).
-    allowed = {("cltune.core.config", "cltune.search.strategies")}
+    allowed = {("cltune.loader.config", "cltune.search.strategies")}
     wrong = [(a, b) for a, b in g.arrows() for src, banned in up.items()
              if a.startswith(src + ".") and b.startswith(banned) and (a, b) not in allowed]
     assert not wrong, wrong

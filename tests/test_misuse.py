@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.records import Status
 from cltune.measure.backend import FIRST_POINT_TIMEOUT_S

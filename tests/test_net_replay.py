@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.net.record import record
 from cltune.net.replay import best_possible, builtin_only, load_table, one_knob, replay

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import cltune
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.errors import UserError
 
 from . import oracle

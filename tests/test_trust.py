@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cltune.cli.commands import main
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.records import Status
 from cltune.results import rows as results

@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 import cltune
 from cltune.cli.commands import main
-from cltune.core import config
+from cltune.loader import config
 from cltune.results import rows as results
 
 

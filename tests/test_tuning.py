@@ -2,7 +2,7 @@
 
 import pytest
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.records import Status
 from cltune.results import best, store
 from cltune.results import rows as results

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cltune.core import config
+from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.space import Setting
 from cltune.results import rows as results

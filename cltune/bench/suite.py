@@ -17,7 +17,8 @@ from ..core.errors import UserError
 from ..core.paths import slug, stamped_path
 from ..core.problem import Problem
 from ..core.records import TIMED
-from ..measure.race import Contender, keep_freed_memory, numpy_conv2d, race_groups, torch_contender
+from ..measure.race import (Contender, describe_conditions, numpy_conv2d, race_groups, torch_at_its_best,
+                            torch_contender)
 from ..results import rows as results
 from ..results import schema
 from ..search import tune
@@ -166,7 +167,7 @@ def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | No
         echo(f"tuning {name} ({kind}): {problem.describe()}")
         best[name] = tune_layer(cfg, name, problem, opts, out_dir, echo)
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
-    keep_freed_memory()
+    echo(f"race: {describe_conditions(torch_at_its_best())}")
     heat_rounds = min(HEAT_ROUNDS, rounds - 1)
     heats = [{}] * len(layers)
     won = [{f: 0 for f in best[n]} for n, _, _ in layers]

@@ -96,7 +96,7 @@ device_option = click.option(
 
 
 def seed_option(help: str = "Seed of the inputs and of random/TPE search."):
-    from ..core.config import SEED_MAX
+    from ..loader.config import SEED_MAX
 
     return click.option("--seed", type=click.IntRange(0, SEED_MAX), default=None, help=help)
 

@@ -54,7 +54,7 @@ def _settings_device(spec):
 @device_option
 def settings_cmd(config, device):
     """List a config's settings and their -D options, its spaces bound to the device's values."""
-    from ..core import config as cfgmod
+    from ..loader import config as cfgmod
     from ..workloads import get_family
 
     cfg = cfgmod.load(config)
@@ -128,7 +128,7 @@ def _echo_unbound(cfg) -> None:
 def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, retry_failed,
           timeout, no_isolation, rerank, farm, tls, insecure):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
-    from ..core import config as cfgmod
+    from ..loader import config as cfgmod
     from ..measure.backend import farm_spec
     from ..search import tune
 
@@ -219,7 +219,7 @@ def best(results_files, out):
 def bench(config, device, layers, budget, strategy, rounds, out, resume):
     """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
     from ..bench import suite as benchmod
-    from ..core import config as cfgmod
+    from ..loader import config as cfgmod
     from ..search import tune
 
     cfg = cfgmod.load(config)

@@ -31,7 +31,7 @@ def replay(space, strategies, budget, seeds, seconds, out, peers):
     import csv
     from pathlib import Path
 
-    from ..core.config import SEARCH_STRATEGY
+    from ..loader.config import SEARCH_STRATEGY
     from ..results.guard import check_output
     from ..results.recorded import load
     from ..search.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize

@@ -21,7 +21,7 @@ DTYPES = ("float32", "int32")  # what examples/deploy/deploy_kernel.c reads
 
 
 def kernel_reference_text(config: str, seed: int = 0) -> str:
-    from ..core import config as cfg
+    from ..loader import config as cfg
     from .user_kernel import load_problem
 
     problem = load_problem(config)

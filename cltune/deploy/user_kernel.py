@@ -17,7 +17,7 @@ LOCAL = "local:"  # a launch argument `local:BYTES`: a __local buffer of that ma
 
 def load_problem(config: str) -> KernelProblem:
     """The KernelProblem of a config with a [kernel] table; one line for another config."""
-    from ..core import config as cfg
+    from ..loader import config as cfg
 
     problem = cfg.load(config).problem
     if not isinstance(problem, KernelProblem):

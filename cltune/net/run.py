@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..core import config as cfgmod
+from ..loader import config as cfgmod
 from ..core.device_values import bind_config
 from ..core.errors import UserError
 from ..core.paths import stamped_path

@@ -50,8 +50,8 @@ def load(name_or_path: str) -> Network:
 
 
 def load_table(path: Path) -> Network:
-    from ..core.checker import Checker
-    from ..core.config_tables import problem_table
+    from ..loader.checker import Checker
+    from ..loader.config_tables import problem_table
 
     try:
         data = tomllib.loads(Path(path).read_text())

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..core.config import SEED_MAX
+from ..loader.config import SEED_MAX
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..core.records import timed

@@ -19,11 +19,11 @@ from .config_tables import (  # noqa: F401
     setting_tables,
     space_tables,
 )
-from .errors import UserError
-from .paths import data_dir
-from .problem import Problem
-from .records import Timing
-from .space import Setting, Space
+from ..core.errors import UserError
+from ..core.paths import data_dir
+from ..core.problem import Problem
+from ..core.records import Timing
+from ..core.space import Setting, Space
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
 TOP_KEYS = {"name", "description", "problem", "kernel", "run", "setting", "space", "layer"}

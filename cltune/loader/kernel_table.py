@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 from .checker import REQUIRED, Checker, finite
-from .device_refs import NAMES as DEVICE_NAMES
-from .errors import UserError
-from .expr import ExprError, parse
-from .kernel_problem import DTYPES, FILLS, Arg, KernelProblem, Reference, whole
-from .sources import inlined, joined
+from ..core.device_refs import NAMES as DEVICE_NAMES
+from ..core.errors import UserError
+from ..core.expr import ExprError, parse
+from ..core.kernel_problem import DTYPES, FILLS, Arg, KernelProblem, Reference, whole
+from ..core.sources import inlined, joined
 
 KERNEL_KEYS = {"source", "name", "problem", "global_size", "local_size", "defines", "options", "arg",
                "reference", "metrics"}

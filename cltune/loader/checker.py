@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import UserError
+from ..core.errors import UserError
 
 
 class Checker:

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from .checker import NAME, REQUIRED, Checker, is_int_or_pair, is_name, is_shape
-from .device_refs import NAMES as DEVICE_NAMES
-from .device_refs import check_ref, is_ref
-from .errors import UserError
-from .problem import ACTIVATIONS, Problem
-from .space import Setting, Space
+from ..core.device_refs import NAMES as DEVICE_NAMES
+from ..core.device_refs import check_ref, is_ref
+from ..core.errors import UserError
+from ..core.problem import ACTIVATIONS, Problem
+from ..core.space import Setting, Space
 
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 SETTING_KEYS = {"name", "family", "params", "builtin"}
@@ -105,7 +105,7 @@ def setting_tables(c: Checker, data: dict, default_family: str | None = None) ->
 def space_tables(c: Checker, data: dict, problem, whole: bool = True,
                  default_family: str | None = None) -> list[Space]:
     """[[space]]s; `default_family`: the one a space without `family` tunes (a user kernel's)."""
-    from .expr import ExprError, parse
+    from ..core.expr import ExprError, parse
 
     entries = c.get(data, "space", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
                     "[[space]] tables")
@@ -158,7 +158,7 @@ def check_constraints(c: Checker, where: str, space: Space, problem, whole: bool
 def space_values(c: Checker, family, where: str, key: str, values) -> tuple:
     """A knob's value list: explicit values, expressions over device.* values among them, or one
     device value naming a whole list (`VEC = "device.vector_widths"`), resolved when bound."""
-    from .expr import ExprError
+    from ..core.expr import ExprError
 
     if is_ref(values):
         values = [values]
