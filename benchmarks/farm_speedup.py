@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cltune.loader import config
-from cltune.measure import farm
+from cltune.farm import cluster as farm
 from cltune.search import tune  # noqa: E402
-from cltune.measure.farm_backend import FarmBackend  # noqa: E402
+from cltune.farm.backend import FarmBackend  # noqa: E402
 
 
 def idle_fraction(task_stream: list, start: float, stop: float, workers: int) -> tuple[float, float]:

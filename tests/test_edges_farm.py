@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
-from cltune.measure.farm import check_address, check_spec
+from cltune.farm.cluster import check_address, check_spec
 
 pytest.importorskip("distributed")
 
@@ -225,7 +225,7 @@ def test_a_local_farm_listens_on_no_fixed_port(device):
     import psutil
     from distributed import Security
 
-    from cltune.measure.farm import _local_cluster
+    from cltune.farm.cluster import _local_cluster
 
     holder, holder_addr = socket.socket(), None
     try:

@@ -130,13 +130,13 @@ def test_a_worker_gets_its_next_setting_before_the_client_fetches_and_records_th
     # submitting the next setting left each worker idle that long after every setting.
     from types import SimpleNamespace
 
-    from cltune.measure.farm import Kind
-    from cltune.measure.farm_backend import FarmBackend
+    from cltune.farm.cluster import Kind
+    from cltune.farm.backend import FarmBackend
 
     from .fakes import FAKE_INFO
 
     log = []
-    from cltune.measure.farm_tls import Access
+    from cltune.farm.tls import Access
 
     fake_farm = SimpleNamespace(spec="fake", client=LoggingClient(log), alive=lambda kind: ["w0"], access=Access())
     cfg = make_config(budget=5, strategy="exhaustive")
@@ -157,7 +157,7 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
     # setting, the second worker's after the first's while the baseline is measured alone.
     from types import SimpleNamespace
 
-    from cltune.measure.farm_worker import PLUGIN, DevicePlugin, worker_identity
+    from cltune.farm.worker import PLUGIN, DevicePlugin, worker_identity
     from cltune.measure.worker import WorkerDied
 
     from .fakes import FAKE_INFO
@@ -189,7 +189,7 @@ def test_a_farm_worker_warms_its_compiler_before_it_says_it_is_ready(dies):
 @pytest.fixture(scope="module")
 def cluster():
     """Two workers, PoCL limited to one thread in each (as the issue asks)."""
-    from cltune.measure import farm
+    from cltune.farm import cluster as farm
 
     with farm.environ({"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}):
         c = farm._local_cluster(2, None)
@@ -201,7 +201,7 @@ def cluster():
 
 def two_workers(client):
     client.wait_for_workers(2, timeout=60)
-    from cltune.measure.farm_worker import worker_identity
+    from cltune.farm.worker import worker_identity
 
     deadline = time.monotonic() + 60
     while sum(v is not None for v in client.run(worker_identity).values()) < 2 and time.monotonic() < deadline:
@@ -209,7 +209,7 @@ def two_workers(client):
 
 
 def farm_sweep(cfg, cluster, **opts):
-    from cltune.search import farm
+    from cltune.farm import sweep as farm
 
     two_workers(cluster[1])
     return farm.sweep(cfg, tune.Options(**opts), cluster[0].scheduler_address, grace_s=60)

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from cltune.cli.commands import main
 from cltune.core.errors import UserError
-from cltune.measure import certs, farm_tls
+from cltune.farm import certs
+from cltune.farm import tls as farm_tls
 from cltune.search import tune
 
 from .fakes import FakeBackend
@@ -231,7 +232,7 @@ def test_insecure_from_the_environment_for_surfaces_without_options(monkeypatch)
 
 def test_a_local_farm_speaks_tls_and_admits_no_client_without_its_temporary_credentials():
     # The bug: `--farm local:N` listened on plain tcp, so any user of the machine could submit tasks.
-    from cltune.measure.farm import Farm
+    from cltune.farm.cluster import Farm
 
     farm = Farm("local:1", workers_timeout_s=120)
     try:

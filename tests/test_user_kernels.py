@@ -288,7 +288,7 @@ def test_a_size_expression_that_cannot_be_evaluated_names_its_key_once(tmp_path)
 
 
 def test_a_user_kernel_on_a_local_farm_of_two(tmp_path):
-    from cltune.search import farm
+    from cltune.farm import sweep as farm
 
     cfg = config.load(str(write_config(tmp_path, modes=(0, 1, 2, 5))))
     out = tmp_path / "farm.csv"

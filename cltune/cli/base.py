@@ -113,7 +113,7 @@ def timeout_option(help: str = "Seconds one setting may take before its worker i
 
 
 def tls_options(fn):
-    """--tls DIR and --insecure: how a command reaches a farm beyond this machine (farm_tls.py)."""
+    """--tls DIR and --insecure: how a command reaches a farm beyond this machine (farm/tls.py)."""
     fn = click.option("--insecure", is_flag=True,
                       help="Allow plain tcp to a farm beyond this machine: anyone on its network can run code "
                            "on the boards and forge results; every results file records it.")(fn)

@@ -22,12 +22,13 @@ from .table import SweepTable, print_outcome
 @tls_options
 def worker(scheduler, device, name, connect_timeout, tls, insecure):
     """Serve SCHEDULER (a Dask scheduler's address, tls://HOST:8786) with one OpenCL device."""
-    from ..measure import farm, farm_tls
+    from ..farm import cluster as farm
+    from ..farm import tls as farm_tls
 
     scheduler = farm.check_address(scheduler, "scheduler address")  # before Dask, which answers a traceback
     farm._distributed()  # before farm_worker, which imports distributed: one line if it is missing
     access = farm_tls.access(scheduler, tls, insecure, role="worker", what="scheduler")  # before any socket
-    from ..measure.farm_worker import serve
+    from ..farm.worker import serve
 
     farm.wait_for_scheduler(scheduler, click.echo, connect_timeout)  # a line at once if it cannot be reached
     farm_tls.admitted(scheduler, access)  # a certificate the scheduler refuses: one line, not silent retries
@@ -45,7 +46,7 @@ def worker(scheduler, device, name, connect_timeout, tls, insecure):
 def farm_certs(folder, hosts, boards, days, force):
     """Make a farm's credentials in FOLDER: an authority, and FOLDER/scheduler/, FOLDER/host/ and a
     folder per board, each holding ca.pem, cert.pem and key.pem (copy each to its machine only)."""
-    from ..measure.certs import make
+    from ..farm.certs import make
 
     make(folder, hosts, boards, days, force, click.echo)
 
@@ -55,9 +56,10 @@ def farm_sweep(cfg, opts) -> None:
     """The farm's version of `cltune sweep`: per device kind its workers, rows, best and re-ranker."""
     from ..core.errors import UserError
     from ..measure.backend import FARM_ENV
-    from ..measure.farm import check_spec
-    from ..measure.farm_tls import access
-    from ..search import farm, tune
+    from ..farm import sweep as farm
+    from ..farm.cluster import check_spec
+    from ..farm.tls import access
+    from ..search import tune
 
     spec = check_spec(opts.farm, "$" + FARM_ENV if os.environ.get(FARM_ENV) == opts.farm else "--farm")
     if not spec.startswith("local:"):  # refused (plain tcp beyond loopback, bad credentials) before anything

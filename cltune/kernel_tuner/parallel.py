@@ -14,8 +14,8 @@ from .run import Run, results_folder, row_handler
 
 
 def measure_on_farm(cfg, opts, spec: str, knobs, metrics, printer, writer) -> Run:
-    from ..measure.farm import check_spec
-    from ..search import farm
+    from ..farm import sweep as farm
+    from ..farm.cluster import check_spec
 
     spec = check_spec(spec, "parallel")
     space = cfg.spaces[0]

@@ -2,8 +2,8 @@
 
 Like Runner and WorkerRunner it has `info`, `measure`, `measure_interleaved`, `timeout_s` and
 `close`; it adds `measure_many` and `batch`, with which the sweep keeps every worker busy. While it
-waits, it watches the scheduler and the kind's workers (see farm.py for the fault rules).
-search/farm.py makes one per device kind and runs the kind's sweep through it.
+waits, it watches the scheduler and the kind's workers (see cluster.py for the fault rules).
+farm/sweep.py makes one per device kind and runs the kind's sweep through it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Callable, Iterator
 
 from ..core.errors import UserError, first_line
 from ..core.records import Measurement, Status
-from .farm import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
-from .protocol import Capabilities
+from .cluster import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
+from ..measure.protocol import Capabilities
 
 
 class FarmBackend:
@@ -26,7 +26,7 @@ class FarmBackend:
     caps = Capabilities(parallel=True, timeout=True)
 
     def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S):
-        from .backend import measuring
+        from ..measure.backend import measuring
 
         self.farm, self.kind, self.info, self.grace_s = farm, kind, kind.info, grace_s
         self.kwargs, self.timeout_s = measuring(cfg, opts)
@@ -41,7 +41,7 @@ class FarmBackend:
         return {"kwargs": self.kwargs, "modules": self.modules, "timeout_s": self.timeout_s}
 
     def _submit(self, fn, *args, **kwargs):
-        from .farm_worker import RESOURCE
+        from .worker import RESOURCE
 
         tag = re.sub(r"[^A-Za-z0-9_]+", "_", getattr(args[1], "name", "rerank"))[:40]
         return self.farm.client.submit(fn, self.conf, *args, key=f"cltune-{tag}-{uuid.uuid4().hex[:8]}",
@@ -58,7 +58,7 @@ class FarmBackend:
         so far, which lacks the settings still in flight). The scheduler sends each to an idle
         worker; none is queued behind another on a worker, nor pinned to one: Dask counts a worker's
         death against every task it holds, and would hold a pinned one forever once it is gone."""
-        from .farm_worker import measure_task
+        from .worker import measure_task
 
         inflight: dict = {}
         arrivals, watch = _Arrivals(), _Watch(self)
@@ -87,7 +87,7 @@ class FarmBackend:
 
     def measure_interleaved(self, problem, settings, timing) -> list[Measurement]:
         """The final re-ranking, all on one worker of the kind (boards of a kind still differ)."""
-        from .farm_worker import interleaved_task
+        from .worker import interleaved_task
 
         alive = self.farm.alive(self.kind)
         fut = self._submit(interleaved_task, problem, list(settings), timing,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from ..measure.farm import GRACE_S, Farm, Kind
+from .cluster import GRACE_S, Farm, Kind
 
 
 def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
@@ -16,7 +16,7 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
     of its own), each into its own results file (a file holds one device's rows). Returns, per kind
     tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
     kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
-    from ..measure.farm_tls import access
+    from .tls import access
 
     farm = Farm(spec, opts.device, access=access(spec, opts.tls, opts.insecure))
     try:
@@ -38,8 +38,8 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
 
 
 def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: float):
-    from ..measure.farm_backend import FarmBackend
-    from . import tune
+    from .backend import FarmBackend
+    from ..search import tune
 
     backend = FarmBackend(farm, kind, cfg, opts, grace_s)
     res = tune.run(cfg, kind_opts, on_row, backend=backend)

@@ -36,7 +36,7 @@ def kind_of(info) -> str:
 
 def probe(device=None):
     """The device's identity, from a short-lived measuring process (no context in this process)."""
-    from .worker import WorkerRunner
+    from ..measure.worker import WorkerRunner
 
     runner = WorkerRunner(device)
     try:
@@ -67,7 +67,7 @@ class DevicePlugin(WorkerPlugin):
         import signal
         import threading
 
-        from .worker import WorkerRunner
+        from ..measure.worker import WorkerRunner
 
         if self.local and threading.current_thread() is threading.main_thread():
             # A LocalCluster's worker shares the terminal's process group: Ctrl-C reaches it too,
@@ -81,7 +81,7 @@ class DevicePlugin(WorkerPlugin):
         self.info, self.kind = self.runner.info, kind_of(self.runner.info)  # ready: worker_identity() answers
 
     def _warm_up(self) -> None:
-        from .worker import START_TIMEOUT_S, WorkerDied
+        from ..measure.worker import START_TIMEOUT_S, WorkerDied
 
         try:
             self.runner.call("warm_up", timeout=START_TIMEOUT_S)
@@ -139,7 +139,7 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print,
     every `line_every_s`, and after `connect_timeout_s` (None: never) a UserError."""
     import asyncio
 
-    from .worker import WorkerRunner
+    from ..measure.worker import WorkerRunner
 
     _quiet_retries()
     runner = WorkerRunner(device)
@@ -163,7 +163,7 @@ async def _serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_ev
     from distributed import Worker
 
     dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
-    from .farm_tls import listen_host
+    from .tls import listen_host
 
     worker = Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1}, plugins=(plugin,),
                     security=security, host=listen_host(scheduler),

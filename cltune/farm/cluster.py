@@ -1,5 +1,5 @@
 """A farm of devices: a Dask client (and a LocalCluster for `local:N`), its workers grouped by
-device kind. One sweep on a farm (search/farm.py) is spread over the workers of each kind.
+device kind. One sweep on a farm (farm/sweep.py) is spread over the workers of each kind.
 
 The client (this process) runs the same loop, strategies, budgets and resume as a local sweep and
 alone writes the results file; `FarmBackend` only replaces where a setting is measured. Each
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.errors import UserError, first_line
-from .farm_tls import _hello, _host_port, _split
+from .tls import _hello, _host_port, _split
 
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
@@ -137,7 +137,7 @@ class Farm:
     """A connected client (and the LocalCluster it started, for `local:N`)."""
 
     def __init__(self, spec: str, device=None, workers_timeout_s: float = START_TIMEOUT_S, access=None):
-        from .farm_tls import access as access_of, refused
+        from .tls import access as access_of, refused
 
         spec = check_spec(spec)  # before Dask: a Client it cannot parse is left open, and waits 60 s at exit
         self.access = access or access_of(spec)  # refused (plain tcp beyond loopback) before any socket
@@ -167,7 +167,7 @@ class Farm:
             raise
 
     def _kinds(self, timeout_s: float) -> list[Kind]:
-        from .farm_worker import worker_identity
+        from .worker import worker_identity
 
         deadline = time.monotonic() + timeout_s
         while True:
@@ -218,7 +218,7 @@ def _local_cluster(n: int, device, security=None):
     import dask
     from distributed import LocalCluster
 
-    from .farm_worker import QUIET, RESOURCE, DevicePlugin, kind_of, probe
+    from .worker import QUIET, RESOURCE, DevicePlugin, kind_of, probe
 
     if n < 1:
         raise UserError("--farm local:N needs N >= 1")
