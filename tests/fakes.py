@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass, field, replace
 
+from cltune.core.device_info import DeviceInfo
 from cltune.core.records import Measurement, Round, Status
-from cltune.measure.device import DeviceInfo
 from cltune.measure.protocol import Capabilities
 
 FAKE_INFO = DeviceInfo(

@@ -21,6 +21,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from ..core.device_info import DeviceInfo
 from ..core.errors import UserError, first_line
 from .tls import _hello, _host_port, _split
 
@@ -125,7 +126,7 @@ class Kind:
     """Workers whose device identity (what a results file's header holds) is the same."""
 
     key: str  # the Dask resource its workers hold
-    info: object  # DeviceInfo of its first worker
+    info: DeviceInfo  # of its first worker
     workers: list = field(default_factory=list)  # worker names
 
     def describe(self) -> str:

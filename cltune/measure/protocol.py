@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Sequence
 
+from ..core.device_info import DeviceInfo
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -25,7 +27,7 @@ class Capabilities:
 class Backend(Protocol):
     """Measures settings on one device (or one device kind): failures come back as Measurements."""
 
-    info: object  # the DeviceInfo rows and resume keys carry
+    info: DeviceInfo  # what its rows, resume keys and device.* values carry
     caps: Capabilities
 
     def measure(self, problem, setting, timing, upcoming: Sequence = ()) -> object: ...
