@@ -29,6 +29,13 @@ class NetFake(FakeBackend):
         if self.stop_after is not None and len(self.measured) >= self.stop_after:
             raise KeyboardInterrupt
         self.measured.append((problem.key, setting.key))
+        return self.launch(problem, setting, timing)
+
+    def measure_interleaved(self, problem, settings, timing):  # a task's re-ranking: no trial of the budget
+        self.interleaved.append([s.key for s in settings])
+        return [self.launch(problem, s, timing) for s in settings]
+
+    def launch(self, problem, setting, timing):
         cost = round(problem.flops / 1e8 * factor(setting.key), 6)
         rounds = tuple(Round(0.01, 0.02, cost, cost + 0.03) for _ in range(timing.repeat))
         return Measurement(setting=setting, status=Status.OK, build_options="-cl-std=CL1.2",

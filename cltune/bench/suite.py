@@ -17,8 +17,7 @@ from ..core.errors import UserError
 from ..core.paths import slug, stamped_path
 from ..core.problem import Problem
 from ..core.records import TIMED
-from ..measure.race import (Contender, describe_conditions, numpy_conv2d, race_groups, torch_at_its_best,
-                            torch_contender)
+from ..measure.race import Contender, describe_conditions, numpy_conv2d, race_groups, torch_contender
 from ..results import rows as results
 from ..results import schema
 from ..search import tune
@@ -158,6 +157,7 @@ def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | No
     from ..core.device_values import bind_config
     from ..measure.backend import in_process
     from ..measure.device import select
+    from ..measure.race import torch_at_its_best  # the one set-up of torch for every race
 
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = bind_config(cfg, info if info is not None else select(opts.device)[1])

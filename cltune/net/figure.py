@@ -3,25 +3,32 @@ in one process, and the network table with its totals."""
 
 from __future__ import annotations
 
+import statistics
+
 import pandas as pd
 
 from ..results.nearest import default_setting
 
 
-def race_totals(res, opts, cfg) -> dict:
-    """Race, task by task in one process, the tuned setting, the untuned default and torch (each
-    with the layer's epilogue), interleaved; the totals are sum(weight x median ms)."""
-    from ..measure.race import Contender, race, torch_contender
+def race_totals(res, opts, cfg) -> tuple[dict, dict]:
+    """Race the setting each task keeps, its untuned default and torch (each with the layer's
+    epilogue), all tasks in each round (measure/race.race_groups, as `cltune bench` races its
+    layers), torch set up as in every race (race.torch_at_its_best). Returns the totals,
+    sum(weight x median ms), and the conditions torch ran under."""
     from ..measure.backend import in_process
+    from ..measure.race import Contender, race_groups, torch_at_its_best, torch_contender
 
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
+    conditions = torch_at_its_best()
     rows = []
     try:
+        raced, groups = [], []
         for st in res.states:
-            p, best = st.task.problem, st.best_setting
-            default = default_setting(p, runner.info)
+            p = st.task.problem
+            best = res.kept.get(st.task.name) or st.best_setting
             if best is None:
                 continue
+            default = default_setting(p, runner.info)
             contenders = [Contender("tuned", runner.launcher(p, best), best.family, best.name)]
             if default is not None:
                 contenders.append(Contender("default", runner.launcher(p, default), default.family, default.name))
@@ -29,9 +36,11 @@ def race_totals(res, opts, cfg) -> dict:
             torch = torch_contender(p, x, w, b if p.bias else None)
             if torch is not None:
                 contenders.append(torch)
-            times = race(contenders, opts.rounds)
+            raced.append(st)
+            groups.append(contenders)
+        for st, contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
             for c in contenders:
-                med = sorted(times[c.name])[len(times[c.name]) // 2]
+                med = statistics.median(times[c.name])
                 rows.append({"task": st.task.name, "weight": st.task.weight, "contender": c.name,
                              "family": c.family, "setting": c.setting, "ms_median": med,
                              "weighted_ms": st.task.weight * med})
@@ -40,7 +49,8 @@ def race_totals(res, opts, cfg) -> dict:
     df = pd.DataFrame(rows)
     df.to_csv(res.run_dir / "totals.csv", index=False)
     complete = df.groupby("contender")["task"].nunique() == len(res.states)
-    return {c: float(df[df["contender"] == c]["weighted_ms"].sum()) for c in complete[complete].index}
+    return ({c: float(df[df["contender"] == c]["weighted_ms"].sum()) for c in complete[complete].index},
+            conditions)
 
 
 def format_table(res) -> str:
@@ -48,16 +58,31 @@ def format_table(res) -> str:
     cols = ["task", "weight", "family", "setting", "ms", "weighted_ms", "share", "default_ms", "trials"]
     table = df[cols].assign(share=(df["share"] * 100).round(1), setting=df["setting"].str.slice(0, 40))
     lines = [table.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+    event = {"tuned": df["weighted_ms"].sum(), "default": (df["weight"] * df["default_ms"]).sum()}
     lines.append(f"network conv time, sum of weight x ms over {len(df)} tasks ({int(df['weight'].sum())} layers): "
-                 f"tuned {df['weighted_ms'].sum():.3f} ms, untuned defaults "
-                 f"{(df['weight'] * df['default_ms']).sum():.3f} ms (event timing, during tuning)")
+                 f"tuned {event['tuned']:.3f} ms, untuned defaults {event['default']:.3f} ms (event timing "
+                 "during tuning, medians of each setting's launches, the kernel alone)")
     if res.totals:
+        from ..measure.race import describe_conditions
+
         lines.append("side by side in one process (host wall clock, medians of interleaved rounds, "
-                     "each layer's ReLU/pool included):")
+                     f"each layer's ReLU/pool included; {describe_conditions(res.conditions)}):")
         tuned = res.totals.get("tuned")
         for name, label in (("tuned", "tuned (cltune)"), ("default", "untuned built-in defaults"),
                             ("torch", "torch")):
             if name in res.totals:
                 rel = f"  ({res.totals[name] / tuned:.2f}x the tuned)" if tuned and name != "tuned" else ""
                 lines.append(f"  {label:<28} {res.totals[name]:10.3f} ms{rel}")
+        lines.append(agreement(event, res.totals))
     return "\n".join(lines)
+
+
+def agreement(event: dict, race: dict) -> str:
+    """How the race's totals compare with the tuning's event-timed ones. They differ by what the host
+    clock adds to each call (the enqueue, the wait, a separate pool kernel where a family does not
+    fuse it) and by the machine's drift between tuning and race; the line says by how much."""
+    parts = [f"{name} {race[name] / event[name]:.2f}x" for name in ("tuned", "default")
+             if name in race and event.get(name) and event[name] == event[name]]
+    return ("race over tuning's event timing: " + ", ".join(parts) + " (the race's host clock adds each "
+            "call's enqueue and wait; more than that is the machine's drift between tuning and race)"
+            if parts else "")

@@ -39,6 +39,7 @@ from .schedule import (
     network_ms,
     own_order,
 )
+from .choice import record_kept, setting_ms, settle, verdict
 from .tables import Network
 from .tasks import make_tasks, space_settings
 
@@ -63,7 +64,9 @@ class NetResult:
     states: list
     summary: pd.DataFrame
     totals: dict = field(default_factory=dict)  # contender -> sum(weight x median ms)
+    conditions: dict = field(default_factory=dict)  # how torch ran in the race (race.torch_at_its_best)
     measured: int = 0  # settings measured in this process (resumed ones not counted)
+    kept: dict = field(default_factory=dict)  # task name -> the Setting it keeps (choice.verdict)
 
 
 def default_dir(net: Network, info) -> Path:
@@ -102,7 +105,7 @@ def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
     if opts.rounds:
         from .figure import race_totals
 
-        res.totals = race_totals(res, opts, cfg)
+        res.totals, res.conditions = race_totals(res, opts, cfg)
     return res
 
 
@@ -143,7 +146,9 @@ def open_sessions(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, bac
     with the spaces config's timing rules; with `resume`, the rows there are not measured again."""
     sessions = {}
     for task in tasks:
-        task_cfg = replace(cfg, name=task_config(net, task), problem=task.problem, settings=(), baseline=None)
+        # Its kept setting: each family's best few re-ranked side by side (choice.verdict).
+        task_cfg = replace(cfg, name=task_config(net, task), problem=task.problem, settings=(), baseline=None,
+                           rerank_per_family=True)
         path = task_file(run_dir, task)
         held = resume and path.exists() and path.stat().st_size > 0
         sessions[task.name] = stack.enter_context(session(task_cfg, backend, path, resume=held))
@@ -168,7 +173,10 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         strategy = {"builtin": "builtin", "transfer": "transfer", "search": opts.policy}
 
         def evaluate(st, setting, upcoming, phase):
-            return sessions[st.task.name].evaluate(setting, upcoming, strategy[phase]).cost
+            steps = sessions[st.task.name]
+            steps.evaluate(setting, upcoming, strategy[phase])
+            settle(steps)  # its windows now: a first window's figure is its verification launch
+            return setting_ms(steps, setting)
 
         def on_trial(st, setting, phase):
             cost = st.tried[ident(setting)]
@@ -180,11 +188,14 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         sched = Scheduler(states, evaluate, Budget(opts.budget, opts.time_limit_s), opts.policy,
                           opts.transfer, on_trial=on_trial, seed=seed)
         sched.run()
-    measured = sum(s.measured for s in sessions.values())  # the points that waited for windows too
-    summary = summarize(states, info)
+        kept = {st.task.name: verdict(sessions[st.task.name]) for st in states}
+    # the points that waited for windows too; not the re-ranking's rows
+    measured = sum(r["phase"] == "search" for s in sessions.values() for r in s.rec.rows)
+    summary = summarize(states, info, kept)
     summary.to_csv(run_dir / "network.csv", index=False)
-    _fill_db(run_dir, tasks, opts, echo, db_held)
-    return NetResult(run_dir, tasks, states, summary, measured=measured)
+    _fill_db(run_dir, tasks, opts, echo, db_held, kept)
+    return NetResult(run_dir, tasks, states, summary, measured=measured,
+                     kept={k: v[0] for k, v in kept.items() if v is not None})
 
 
 def task_state(task, index: int, spaces, device, seed: int, search: str = DEFAULT_SEARCH) -> TaskState:
@@ -202,17 +213,19 @@ def task_state(task, index: int, spaces, device, seed: int, search: str = DEFAUL
                      neighbours=near, allows=lambda setting: accepts(setting, p, device), search=search, seed=seed)
 
 
-def summarize(states: list[TaskState], info) -> pd.DataFrame:
-    """Per task: weight, best family and setting, its ms, weight x ms, share of the network's conv
-    time; and the untuned default's ms (a built-in, measured in the same run)."""
+def summarize(states: list[TaskState], info, kept: dict | None = None) -> pd.DataFrame:
+    """Per task: weight, the setting it keeps (`kept`: task -> choice.verdict, else its best figure),
+    its ms, weight x ms, share of the network's conv time; and the untuned default's ms (a built-in,
+    measured in the same run, by the same statistic)."""
     rows = []
     for st in states:
-        best, default = st.best_setting, default_setting(st.task.problem, info)
+        best, ms = ((kept or {}).get(st.task.name) or (st.best_setting, st.best))[:2]
+        default = default_setting(st.task.problem, info)
         d_ms = st.tried.get(ident(default)) if default is not None else None
         rows.append({"task": st.task.name, "kind": st.task.kind, "weight": st.task.weight,
                      "layers": " ".join(st.task.layers), "problem": st.task.problem.key,
                      "family": best.family if best else "", "setting": best.name if best else "",
-                     "params": best.params_json if best else "", "ms": st.best if best else math.nan,
+                     "params": best.params_json if best else "", "ms": ms if best else math.nan,
                      "trials": len(st.tried), "default_setting": default.name if default else "",
                      "default_ms": d_ms if d_ms is not None else math.nan})
     df = pd.DataFrame(rows)
@@ -227,8 +240,9 @@ def _db(opts) -> Path:
     return Path(opts.best_db) if opts.best_db else best.default_path()
 
 
-def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo, before: frozenset = frozenset()) -> None:
-    """The run's best entries into the best-config database, created again if it is gone, and read
+def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo, before: frozenset = frozenset(),
+             kept: dict | None = None) -> None:
+    """The run's kept settings (`kept`: task -> choice.verdict; else each file's fastest row) into the best-config database, created again if it is gone, and read
     back; when they cannot be written (or are not there after), one line naming the database and the
     command that records them (the run's files keep every row). `before`: the entries' keys when the run
     began; a database deleted or replaced since (those entries gone) is said in one line."""
@@ -247,7 +261,7 @@ def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo, before: frozenset = f
     hint = (f"record them with: cltune best {shlex.quote(str(run_dir))}/t[0-9]*.csv"
             + (f" --out {shlex.quote(str(path))}" if opts.best_db else ""))
     try:
-        path, entries = best.update(files, opts.best_db)
+        path, entries = record_kept(files, kept, opts.best_db) if kept else best.update(files, opts.best_db)
         held = {(e["device"], e["problem"], e["setting"]) for e in store.all_best(path)}
     except UserError as exc:
         why = first_line(str(exc)).removeprefix(f"{path}: ")
