@@ -16,8 +16,10 @@ from typing import Callable, Iterator
 
 from ..core.errors import UserError, first_line
 from ..core.records import Measurement, Status
-from .cluster import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
+from ..measure.backend import measuring
 from ..measure.protocol import Capabilities
+from .cluster import GRACE_S, Farm, FarmError, Kind, _distributed, lost_scheduler
+from .tls import access
 
 
 class FarmBackend:
@@ -25,9 +27,7 @@ class FarmBackend:
 
     caps = Capabilities(parallel=True, timeout=True)
 
-    def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S):
-        from ..measure.backend import measuring
-
+    def __init__(self, farm: Farm, kind: Kind, cfg, opts, grace_s: float = GRACE_S, owns_farm: bool = False):
         self.farm, self.kind, self.info, self.grace_s = farm, kind, kind.info, grace_s
         self.kwargs, self.timeout_s = measuring(cfg, opts)
         self.modules = tuple(opts.modules)
@@ -35,6 +35,7 @@ class FarmBackend:
         self.workers: list[str] = list(kind.workers)  # the kind's live workers, as last seen
         self.rerank_worker = ""
         self.header_fields = dict(farm.access.record)  # how the farm was reached, for the file's header
+        self.owns_farm = owns_farm  # opened by open_farm for this backend alone: closed with it
 
     @property
     def conf(self) -> dict:
@@ -134,7 +135,8 @@ class FarmBackend:
         return Measurement(setting=setting, status=Status.CRASHED, error=first_line(f"{type(exc).__name__}: {exc}"))
 
     def close(self) -> None:
-        pass  # the Farm owns the client
+        if self.owns_farm:  # else the Farm, shared by its kinds' backends, is closed by farm/sweep.py
+            self.farm.close()
 
 
 class _Arrivals:
@@ -178,3 +180,18 @@ class _Watch:
         elif time.monotonic() - self.orphaned_since > b.grace_s:
             raise FarmError(f"no worker of kind {b.kind.describe()} left for {b.grace_s:.0f} s; "
                             "the rows so far are kept, --resume continues when one is back")
+
+
+def open_farm(arg: str, cfg, opts, *, farm: Farm | None = None, kind: Kind | None = None,
+              grace_s: float = GRACE_S) -> FarmBackend:
+    """The chooser's `farm:SCHEDULER|local:N`: the backend of one device kind of a farm. farm/sweep.py
+    passes the farm it opened and each of its kinds; a spec alone opens the farm, which must then
+    hold one kind (a farm of several writes a file per kind: `cltune sweep --farm`)."""
+    if farm is not None:
+        return FarmBackend(farm, kind, cfg, opts, grace_s)
+    farm = Farm(arg, opts.device, access=access(arg, opts.tls, opts.insecure))
+    if len(farm.kinds) != 1:
+        farm.close()
+        raise UserError(f"{arg}: {len(farm.kinds)} device kinds ({', '.join(k.describe() for k in farm.kinds)}); "
+                        "one backend measures one kind: `cltune sweep --farm` tunes each into its own file")
+    return FarmBackend(farm, farm.kinds[0], cfg, opts, grace_s, owns_farm=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from ..measure.backend import open_backend
+from ..search import tune
 from .cluster import GRACE_S, Farm, Kind
 
 
@@ -38,10 +40,7 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
 
 
 def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: float):
-    from .backend import FarmBackend
-    from ..search import tune
-
-    backend = FarmBackend(farm, kind, cfg, opts, grace_s)
+    backend = open_backend("farm:" + farm.spec, cfg, opts, farm=farm, kind=kind, grace_s=grace_s)
     res = tune.run(cfg, kind_opts, on_row, backend=backend)
     res.kind, res.rerank_worker = kind, backend.rerank_worker
     return res

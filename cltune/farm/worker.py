@@ -18,6 +18,9 @@ from dataclasses import replace
 from distributed import WorkerPlugin, get_worker
 
 from ..core.errors import UserError
+from ..core.records import device_identity
+from ..measure.backend import open_backend
+from ..measure.worker import START_TIMEOUT_S, WorkerDied
 
 PLUGIN = "cltune-device"
 RESOURCE = "cltune"  # every cltune worker holds one: one setting at a time
@@ -28,17 +31,13 @@ QUIET = {"distributed.worker.profile.enabled": False, "distributed.scheduler.wor
 def kind_of(info) -> str:
     """Workers whose rows could share a results file share a kind: the device identity a file's
     header holds (device, platform, driver, target, compute units...)."""
-    from ..core.records import device_identity
-
     ident = json.dumps(device_identity(info), sort_keys=True, default=str)
     return "cltune-kind-" + hashlib.sha1(ident.encode()).hexdigest()[:12]
 
 
 def probe(device=None):
     """The device's identity, from a short-lived measuring process (no context in this process)."""
-    from ..measure.worker import WorkerRunner
-
-    runner = WorkerRunner(device)
+    runner = open_backend("local", device=device)
     try:
         return runner.info
     finally:
@@ -67,8 +66,6 @@ class DevicePlugin(WorkerPlugin):
         import signal
         import threading
 
-        from ..measure.worker import WorkerRunner
-
         if self.local and threading.current_thread() is threading.main_thread():
             # A LocalCluster's worker shares the terminal's process group: Ctrl-C reaches it too,
             # and the command that started it says what was kept and closes the cluster.
@@ -76,13 +73,11 @@ class DevicePlugin(WorkerPlugin):
         self.worker_name = str(worker.name)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="cltune-device")
         if self.runner is None:
-            self.runner = self.pool.submit(WorkerRunner, self.device).result()
+            self.runner = self.pool.submit(open_backend, "local", device=self.device).result()
         self.pool.submit(self._warm_up).result()
         self.info, self.kind = self.runner.info, kind_of(self.runner.info)  # ready: worker_identity() answers
 
     def _warm_up(self) -> None:
-        from ..measure.worker import START_TIMEOUT_S, WorkerDied
-
         try:
             self.runner.call("warm_up", timeout=START_TIMEOUT_S)
         except WorkerDied:
@@ -139,10 +134,8 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print,
     every `line_every_s`, and after `connect_timeout_s` (None: never) a UserError."""
     import asyncio
 
-    from ..measure.worker import WorkerRunner
-
     _quiet_retries()
-    runner = WorkerRunner(device)
+    runner = open_backend("local", device=device)
     try:
         info, kind = runner.info, kind_of(runner.info)
         echo(f"device: {info.name} ({info.platform}, driver {info.driver}, {info.compute_units} compute units)")

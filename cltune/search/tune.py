@@ -12,6 +12,7 @@ from ..loader.config import SEED_MAX
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..core.records import timed
+from ..measure import backend as backend_mod
 from ..results import guard
 from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
 
@@ -36,6 +37,7 @@ class Options:
     prebuild: bool | None = None
     modules: tuple = ()  # extra modules that register kernel families (imported by the worker too)
     farm: str | None = None  # a Dask scheduler's address or local:N (backend.farm_spec); None: this machine
+    backend: str | None = None  # a spec for measure/backend.open_backend; None: from farm and isolation
     tls: str | None = None  # the farm's credentials folder (--tls; else $CLTUNE_TLS)
     insecure: bool = False  # plain tcp to a farm beyond loopback (--insecure): recorded in the header
 
@@ -65,12 +67,9 @@ def check_options(opts: Options) -> None:
 
 
 def open_backend(cfg, opts: Options):
-    """This machine's backend for a sweep of cfg: an isolated worker, or this process with
-    --no-isolation (a farm's backends are made per device kind by farm.sweep)."""
-    from ..measure.backend import measuring, open_local
-
-    kwargs, timeout_s = measuring(cfg, opts)
-    return open_local(opts.device, isolated=opts.isolation, modules=opts.modules, timeout_s=timeout_s, **kwargs)
+    """The backend for a sweep of cfg that opts name, opened by the chooser: an isolated worker, this
+    process with --no-isolation, a farm of one device kind (farm/sweep.py opens one per kind)."""
+    return backend_mod.open_backend(backend_mod.spec_of(opts), cfg, opts)
 
 
 def default_path(cfg, info) -> Path:
