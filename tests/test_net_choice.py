@@ -44,24 +44,59 @@ class Landscape(FakeBackend):
         return runs
 
 
-def run(tmp_path, backend, budget):
-    opts = netrun.NetOptions(out=tmp_path / "run", budget=budget, rounds=0, best_db=tmp_path / "best.sqlite")
+def run(tmp_path, backend, budget, rounds=0, name="run"):
+    opts = netrun.NetOptions(out=tmp_path / name, budget=budget, rounds=rounds, best_db=tmp_path / f"{name}.sqlite")
     return netrun.run(NET, opts, echo=lambda line: None, backend=backend)
 
 
-def test_a_noisy_fast_launch_does_not_win_over_a_steadier_faster_median(tmp_path):
+class Runner:
+    """The race's in-process backend, without a device: a launcher that does nothing."""
+
+    info = POCL_AVX512
+
+    def launcher(self, problem, setting):
+        return lambda: None
+
+    def close(self):
+        pass
+
+
+def fake_race(monkeypatch):
+    """The race's calls timed as `launches` says (torch at 3 ms, the default's family as its own)."""
+    from cltune.measure import backend, race
+
+    def race_groups(groups, rounds):
+        pattern = lambda c: launches(c) if c.family else (3.0,)  # noqa: E731
+        return [{c.name: [pattern(c)[i % len(pattern(c))] for i in range(15)] for c in group} for group in groups]
+
+    monkeypatch.setattr(backend, "in_process", lambda *a, **k: Runner())
+    monkeypatch.setattr(race, "race_groups", race_groups)
+    monkeypatch.setattr(race, "torch_contender", lambda *a: race.Contender("torch", lambda: None))
+
+
+def test_a_noisy_fast_launch_does_not_win_over_a_steadier_faster_median(tmp_path, monkeypatch):
     """Guards against a task keeping the setting of the lowest single launch (ResNet-18's t01 kept
     implicit_gemm_cpu, fastest launch 1.14 ms, median 1.72, over winograd4x4 at a median of 1.57):
-    the task, its summary and the best-config database keep the lower median, as the race compares."""
-    backend = Landscape()
-    res = run(tmp_path, backend, budget=12)
+    the task, its summary and the best-config database keep the lower median, in tuning (no race)
+    and in the race, where each family's best races for the task's place."""
+    res = run(tmp_path, Landscape(), budget=12)
     row = res.summary.iloc[0]
     assert row["family"] == "winograd" and row["ms"] == pytest.approx(statistics.median(STEADY))
-    assert res.kept[row["task"]].family == "winograd"
-    assert backend.interleaved  # the verdict is the re-ranking's, side by side
-    assert {"implicit_gemm", "winograd"} <= {s.family for group in backend.interleaved for s in group}
-    (entry,) = store.all_best(tmp_path / "best.sqlite")
+    (entry,) = store.all_best(tmp_path / "run.sqlite")
     assert entry["family"] == "winograd" and entry["setting"] == row["setting"]
+
+    fake_race(monkeypatch)
+    res = run(tmp_path, Landscape(), budget=12, rounds=1, name="raced")
+    assert res.kept[res.summary["task"].iloc[0]].family == "winograd" == res.summary["family"].iloc[0]
+    totals = pd.read_csv(tmp_path / "raced" / "totals.csv")
+    assert set(totals["contender"]) == {"tuned", "finalist", "default", "torch"}
+    tuned = totals[totals["contender"] == "tuned"].iloc[0]
+    raced = statistics.median(STEADY[i % len(STEADY)] for i in range(15))
+    assert tuned["family"] == "winograd" and tuned["ms_median"] == pytest.approx(raced)
+    assert "implicit_gemm" in set(totals[totals["contender"] == "finalist"]["family"])
+    assert res.totals["tuned"] == pytest.approx(raced)
+    (entry,) = store.all_best(tmp_path / "raced.sqlite")
+    assert entry["family"] == "winograd"
 
 
 @dataclass
@@ -129,6 +164,7 @@ def test_bench_and_net_race_torch_under_the_one_set_up(monkeypatch, tmp_path):
     with pytest.raises(Before):
         suite.run(cfg, tune.Options(), tmp_path / "bench", rounds=2, only={cfg.layers[0][0]}, info=POCL_AVX512)
     res = run(tmp_path, Landscape(), budget=8)
+    res.kept = {}
     with pytest.raises(Before):
         figure.race_totals(res, netrun.NetOptions(rounds=2), cfg)
     assert calls == [0, 0]  # each race, once, before anything was timed

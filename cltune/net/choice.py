@@ -1,8 +1,9 @@
 """What a network task's figures are, and which setting it keeps: one statistic throughout, the one
-the final race uses, the median of a point's timed launches (all its windows), and for the setting
-a task keeps, the median of an interleaved re-ranking of its best few. Never a point's first
-window (its verification launch, which on PoCL carries the kernel's compile for its work-group size:
-425-1,560 ms for settings whose launches take 1-3 ms), and never one fast launch of a noisy row."""
+the final race uses, the median. A point's figure is the median of its timed launches (all its
+windows), never its first window (its verification launch, which on PoCL carries the kernel's
+compile for its work-group size: 425-1,560 ms for settings whose launches take 1-3 ms) and never
+one fast launch of a noisy row. The setting a task keeps is its finalists' (each family's best, the
+few best families) lowest median in the final race, else, without a race, the lowest figure."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..core.space import Setting
 from ..results import schema
 
 CHOICE = "run_ms_median"  # the statistic a task's points are compared by
+FINALISTS = 3  # families whose best setting races for a task's place
 
 
 def settle(steps) -> None:
@@ -21,14 +23,6 @@ def settle(steps) -> None:
     sweep = steps.sweep
     while sweep.waiting:
         sweep.second_windows()
-
-
-def _rows(steps, key: str, phase: str) -> list[dict]:
-    mine = [r for r in steps.rec.rows if r["key"] == key and r["phase"] == phase]
-    if mine or steps.rec.held is None:
-        return mine
-    held = steps.rec.held
-    return held[(held["key"] == key) & (held["phase"] == phase)].to_dict("records")
 
 
 def row_ms(row: dict) -> float | None:
@@ -40,40 +34,34 @@ def row_ms(row: dict) -> float | None:
     return float(v) if v is not None and math.isfinite(float(v)) else None
 
 
-def setting_ms(steps, setting: Setting) -> float | None:
-    """The settled figure of a setting the task's file holds (its last search row)."""
-    rows = _rows(steps, steps.rec.prepare(setting)["key"], "search")
-    return row_ms(rows[-1]) if rows else None
+def setting_row(steps, setting: Setting) -> dict | None:
+    """The last search row of a setting in the task's file (this run's, else a resumed one)."""
+    key = steps.rec.prepare(setting)["key"]
+    mine = [r for r in steps.rec.rows if r["key"] == key and r["phase"] == "search"]
+    if not mine and steps.rec.held is not None:
+        held = steps.rec.held
+        mine = held[(held["key"] == key) & (held["phase"] == "search")].to_dict("records")
+    return mine[-1] if mine else None
 
 
-def verdict(steps) -> tuple[Setting, float, dict] | None:
-    """The setting the task keeps: its best few (each family's, by the session's re-ranking rules)
-    measured again interleaved, the one with the lowest median wins; with a single candidate, its
-    search row. Returns (setting, ms, row)."""
-    ranked = [(row_ms(r), i, r) for i, r in enumerate(steps.rerank([]).ranking)]
-    ranked = [t for t in ranked if t[0] is not None]
-    if not ranked:
-        return None
-    ms, _, row = min(ranked, key=lambda t: t[:2])
-    return Setting.make(row["setting"], row["family"], _params(row["params"])), ms, row
+def finalists(state, k: int = FINALISTS) -> list[Setting]:
+    """The best setting (lowest figure) of each of the task's `k` best families, best first."""
+    best: dict = {}
+    for key, cost in state.tried.items():
+        s = state.settings[key]
+        if cost is not None and (s.family not in best or cost < best[s.family][0]):
+            best[s.family] = (cost, s)
+    return [s for _, s in sorted(best.values(), key=lambda t: t[0])][:k]
 
 
-def _params(text) -> dict:
-    import json
-
-    return json.loads(text) if isinstance(text, str) else dict(text)
-
-
-
-def record_kept(files, kept: dict, out=None):
-    """The rows of the settings the tasks keep (`kept`: task -> verdict), and only those, into the
-    best-config database: it then holds what the run chose, not each file's fastest launch."""
+def record_kept(files, keys: set, out=None):
+    """The rows of the settings the tasks keep (`keys`: their results-file keys), and only those,
+    into the best-config database: it then holds what the run chose, not each file's fastest launch."""
     import pandas as pd
 
     from ..results import best, store
     from ..results import rows as results
 
-    keys = {v[2]["key"] for v in kept.values() if v is not None}
     df = pd.concat([results.last_rerank(best.load_for_best(f)) for f in files], ignore_index=True)
     entries = best.pick(df[df["key"].isin(keys)])
     return store.put_best(entries, out), entries

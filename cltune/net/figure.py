@@ -10,47 +10,51 @@ import pandas as pd
 from ..results.nearest import default_setting
 
 
-def race_totals(res, opts, cfg) -> tuple[dict, dict]:
-    """Race the setting each task keeps, its untuned default and torch (each with the layer's
-    epilogue), all tasks in each round (measure/race.race_groups, as `cltune bench` races its
-    layers), torch set up as in every race (race.torch_at_its_best). Returns the totals,
-    sum(weight x median ms), and the conditions torch ran under."""
+def race_totals(res, opts, cfg) -> tuple[dict, dict, dict]:
+    """Race, all tasks in each round (measure/race.race_groups, as `cltune bench` races its layers),
+    each task's finalists (choice.finalists), its untuned default and torch, each with the layer's
+    epilogue, torch set up as in every race (race.torch_at_its_best). The finalist with the lowest
+    median is the task's `tuned`. Returns the totals, sum(weight x median ms), the conditions torch
+    ran under, and {task: the setting that won}."""
     from ..measure.backend import in_process
     from ..measure.race import Contender, race_groups, torch_at_its_best, torch_contender
+    from .choice import finalists
 
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
     conditions = torch_at_its_best()
-    rows = []
+    rows, winners = [], {}
     try:
         raced, groups = [], []
         for st in res.states:
-            p = st.task.problem
-            best = res.kept.get(st.task.name) or st.best_setting
-            if best is None:
+            p, final = st.task.problem, finalists(st)
+            if not final:
                 continue
+            contenders = [Contender(f"tuned#{i}", runner.launcher(p, s), s.family, s.name) for i, s in enumerate(final)]
             default = default_setting(p, runner.info)
-            contenders = [Contender("tuned", runner.launcher(p, best), best.family, best.name)]
             if default is not None:
                 contenders.append(Contender("default", runner.launcher(p, default), default.family, default.name))
             x, w, b = p.make_inputs(0)
             torch = torch_contender(p, x, w, b if p.bias else None)
             if torch is not None:
                 contenders.append(torch)
-            raced.append(st)
+            raced.append((st, final))
             groups.append(contenders)
-        for st, contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
+        for (st, final), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
+            med = {c.name: statistics.median(times[c.name]) for c in contenders}
+            won = min(range(len(final)), key=lambda i: (med[f"tuned#{i}"], i))
+            winners[st.task.name] = final[won]
             for c in contenders:
-                med = statistics.median(times[c.name])
-                rows.append({"task": st.task.name, "weight": st.task.weight, "contender": c.name,
-                             "family": c.family, "setting": c.setting, "ms_median": med,
-                             "weighted_ms": st.task.weight * med})
+                name = ("tuned" if c.name == f"tuned#{won}" else "finalist") if c.name.startswith("tuned#") else c.name
+                rows.append({"task": st.task.name, "weight": st.task.weight, "contender": name,
+                             "family": c.family, "setting": c.setting, "ms_median": med[c.name],
+                             "weighted_ms": st.task.weight * med[c.name]})
     finally:
         runner.close()
     df = pd.DataFrame(rows)
     df.to_csv(res.run_dir / "totals.csv", index=False)
-    complete = df.groupby("contender")["task"].nunique() == len(res.states)
+    complete = df[df["contender"] != "finalist"].groupby("contender")["task"].nunique() == len(res.states)
     return ({c: float(df[df["contender"] == c]["weighted_ms"].sum()) for c in complete[complete].index},
-            conditions)
+            conditions, winners)
 
 
 def format_table(res) -> str:

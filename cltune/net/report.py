@@ -21,7 +21,9 @@ def is_summary(path: str | Path) -> bool:
 
 
 def totals(df: pd.DataFrame) -> pd.DataFrame:
-    """sum(weight x median ms) per contender of a totals.csv, over the tasks every contender ran."""
+    """sum(weight x median ms) per contender of a totals.csv, over the tasks every contender ran (a
+    task's finalists that lost its race are not a contender of the network)."""
+    df = df[df["contender"] != "finalist"]
     tasks = df.groupby("contender")["task"].nunique()
     whole = tasks[tasks == df["task"].nunique()].index
     out = df[df["contender"].isin(whole)].groupby("contender", sort=False)["weighted_ms"].sum()

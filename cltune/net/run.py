@@ -39,7 +39,7 @@ from .schedule import (
     network_ms,
     own_order,
 )
-from .choice import record_kept, setting_ms, settle, verdict
+from .choice import record_kept, row_ms, setting_row, settle
 from .tables import Network
 from .tasks import make_tasks, space_settings
 
@@ -66,7 +66,10 @@ class NetResult:
     totals: dict = field(default_factory=dict)  # contender -> sum(weight x median ms)
     conditions: dict = field(default_factory=dict)  # how torch ran in the race (race.torch_at_its_best)
     measured: int = 0  # settings measured in this process (resumed ones not counted)
-    kept: dict = field(default_factory=dict)  # task name -> the Setting it keeps (choice.verdict)
+    kept: dict = field(default_factory=dict)  # task name -> the Setting it keeps (choice.py)
+    info: object = None  # the device's DeviceInfo
+    keys: dict = field(default_factory=dict)  # task name -> ident(setting) -> its rows' key
+    db_held: frozenset = frozenset()  # the best-config database's entries when the run began
 
 
 def default_dir(net: Network, info) -> Path:
@@ -102,10 +105,16 @@ def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
     finally:
         if own:
             backend.close()
-    if opts.rounds:
+    res.kept = {st.task.name: st.best_setting for st in res.states if st.best_setting is not None}
+    if opts.rounds:  # each task's finalists race; the lowest median is kept (choice.py)
         from .figure import race_totals
 
-        res.totals, res.conditions = race_totals(res, opts, cfg)
+        res.totals, res.conditions, winners = race_totals(res, opts, cfg)
+        res.kept.update(winners)
+    res.summary = summarize(res.states, res.info, res.kept)
+    res.summary.to_csv(res.run_dir / "network.csv", index=False)
+    keys = {res.keys[name][ident(s)] for name, s in res.kept.items()}
+    _fill_db(res.run_dir, res.tasks, opts, echo, res.db_held, keys)
     return res
 
 
@@ -146,9 +155,7 @@ def open_sessions(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, bac
     with the spaces config's timing rules; with `resume`, the rows there are not measured again."""
     sessions = {}
     for task in tasks:
-        # Its kept setting: each family's best few re-ranked side by side (choice.verdict).
-        task_cfg = replace(cfg, name=task_config(net, task), problem=task.problem, settings=(), baseline=None,
-                           rerank_per_family=True)
+        task_cfg = replace(cfg, name=task_config(net, task), problem=task.problem, settings=(), baseline=None)
         path = task_file(run_dir, task)
         held = resume and path.exists() and path.stat().st_size > 0
         sessions[task.name] = stack.enter_context(session(task_cfg, backend, path, resume=held))
@@ -161,7 +168,7 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
     run_dir = _run_dir(net, opts, info, tasks)
     results.save_device_info(run_dir / "network.csv", info)
     db_held = store.best_keys(_db(opts))  # checked when the run's entries are written
-    seed = cfg.seed
+    seed, keys = cfg.seed, {t.name: {} for t in tasks}  # task -> ident -> its rows' key
     with ExitStack() as stack:
         sessions = open_sessions(stack, net, tasks, run_dir, cfg, backend, bool(opts.resume))
         states = [task_state(task, i, cfg.spaces, info, seed, opts.search) for i, task in enumerate(tasks)]
@@ -176,7 +183,9 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
             steps = sessions[st.task.name]
             steps.evaluate(setting, upcoming, strategy[phase])
             settle(steps)  # its windows now: a first window's figure is its verification launch
-            return setting_ms(steps, setting)
+            keys[st.task.name][ident(setting)] = steps.rec.prepare(setting)["key"]
+            row = setting_row(steps, setting)
+            return row_ms(row) if row else None
 
         def on_trial(st, setting, phase):
             cost = st.tried[ident(setting)]
@@ -188,14 +197,9 @@ def _tune(net: Network, cfg, opts: NetOptions, backend, echo) -> NetResult:
         sched = Scheduler(states, evaluate, Budget(opts.budget, opts.time_limit_s), opts.policy,
                           opts.transfer, on_trial=on_trial, seed=seed)
         sched.run()
-        kept = {st.task.name: verdict(sessions[st.task.name]) for st in states}
-    # the points that waited for windows too; not the re-ranking's rows
-    measured = sum(r["phase"] == "search" for s in sessions.values() for r in s.rec.rows)
-    summary = summarize(states, info, kept)
-    summary.to_csv(run_dir / "network.csv", index=False)
-    _fill_db(run_dir, tasks, opts, echo, db_held, kept)
-    return NetResult(run_dir, tasks, states, summary, measured=measured,
-                     kept={k: v[0] for k, v in kept.items() if v is not None})
+    measured = sum(s.measured for s in sessions.values())  # the points that waited for windows too
+    return NetResult(run_dir, tasks, states, pd.DataFrame(), measured=measured, info=info, keys=keys,
+                     db_held=db_held)
 
 
 def task_state(task, index: int, spaces, device, seed: int, search: str = DEFAULT_SEARCH) -> TaskState:
@@ -214,18 +218,19 @@ def task_state(task, index: int, spaces, device, seed: int, search: str = DEFAUL
 
 
 def summarize(states: list[TaskState], info, kept: dict | None = None) -> pd.DataFrame:
-    """Per task: weight, the setting it keeps (`kept`: task -> choice.verdict, else its best figure),
-    its ms, weight x ms, share of the network's conv time; and the untuned default's ms (a built-in,
-    measured in the same run, by the same statistic)."""
+    """Per task: weight, the setting it keeps (`kept`: task -> Setting, else its lowest figure) and
+    its ms (the median of its launches in tuning), weight x ms, share of the network's conv time; and
+    the untuned default's ms (a built-in, measured in the same run, by the same statistic)."""
     rows = []
     for st in states:
-        best, ms = ((kept or {}).get(st.task.name) or (st.best_setting, st.best))[:2]
+        best = (kept or {}).get(st.task.name) or st.best_setting
+        ms = st.tried.get(ident(best)) if best is not None else None
         default = default_setting(st.task.problem, info)
         d_ms = st.tried.get(ident(default)) if default is not None else None
         rows.append({"task": st.task.name, "kind": st.task.kind, "weight": st.task.weight,
                      "layers": " ".join(st.task.layers), "problem": st.task.problem.key,
                      "family": best.family if best else "", "setting": best.name if best else "",
-                     "params": best.params_json if best else "", "ms": ms if best else math.nan,
+                     "params": best.params_json if best else "", "ms": ms if ms is not None else math.nan,
                      "trials": len(st.tried), "default_setting": default.name if default else "",
                      "default_ms": d_ms if d_ms is not None else math.nan})
     df = pd.DataFrame(rows)
@@ -241,8 +246,8 @@ def _db(opts) -> Path:
 
 
 def _fill_db(run_dir: Path, tasks, opts: NetOptions, echo, before: frozenset = frozenset(),
-             kept: dict | None = None) -> None:
-    """The run's kept settings (`kept`: task -> choice.verdict; else each file's fastest row) into the best-config database, created again if it is gone, and read
+             kept: set | None = None) -> None:
+    """The run's kept settings (`kept`: their rows' keys; else each file's fastest row) into the best-config database, created again if it is gone, and read
     back; when they cannot be written (or are not there after), one line naming the database and the
     command that records them (the run's files keep every row). `before`: the entries' keys when the run
     began; a database deleted or replaced since (those entries gone) is said in one line."""
