@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import api_args as checks
+from .core.device_values import bind_params, values
 from .core.errors import UserError
+from .core.space import Setting
+from .measure.backend import in_process
+from .results.nearest import accepts, default_setting, nearest, problem_from_key
+from .workloads import builtin_settings, get_family
 
 _RUNNERS: dict = {}
 
 
 def settings() -> list[str]:
     """The built-in setting names that `conv2d(..., setting=...)` accepts."""
-    from .workloads import builtin_settings
-
     return list(builtin_settings())
 
 
@@ -22,9 +26,8 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     entry for this problem), "nearest" (the entry of the nearest tuned shape whose family accepts
     this problem, named in "tuned_problem"), or "default" (nothing tuned fits). `device`
     (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
-    from .results.nearest import nearest, problem_from_key
-    from .results.best import best_setting as lookup
-    from .results.best import device_entries, problem_key
+    from .results.best import best_setting as lookup  # pandas (1.1 s) comes with it: imported on first use
+    from .results.best import device_entries, problem_key  # pandas (1.1 s) comes with it: imported on first use
 
     if not isinstance(device_name, str) or not device_name:
         raise UserError(f"device_name: expected a device's name (a str, DeviceInfo.name), got {device_name!r:.60}")
@@ -46,10 +49,6 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
 def _default(problem, device) -> tuple[str, str, dict]:
     """The device type's default when it accepts the problem, else the built-in made for the layer's
     kind on this device (e.g. depthwise_cpu for a depthwise layer on a CPU)."""
-    from .core.space import Setting
-    from .results.nearest import accepts, default_setting
-    from .workloads import builtin_settings
-
     named = builtin_settings()
     kind = "CPU" if device is not None and "CPU" in str(device.type) else "GPU"
     for name in DEFAULTS[kind]:
@@ -67,8 +66,6 @@ DEFAULTS = {"CPU": ("unroll_s1",), "GPU": ("unroll_s1",)}
 
 def _resolve_setting(setting, runner, problem):
     """A built-in name, a dict of knob values with its "family", or "best" -> (name, family, params)."""
-    from .workloads import builtin_settings, get_family
-
     named = builtin_settings()
     if isinstance(setting, dict):
         values = dict(setting)
@@ -83,15 +80,12 @@ def _resolve_setting(setting, runner, problem):
     if not isinstance(setting, str) or setting not in named:
         raise UserError(f"unknown setting {setting!r}; built-in settings: {', '.join(named)}, "
                         "'best', or a dict of knob values with a 'family' key")
-    from .core.device_values import bind_params, values
 
     family, params = named[setting]
     return setting, family, bind_params(params, values(runner.info))
 
 
 def _runner(device):
-    from .measure.backend import in_process
-
     key = device if device is not None else ""
     if key not in _RUNNERS:
         _RUNNERS[key] = in_process(device)
@@ -106,9 +100,6 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     accepts, else a default for the device type: `best_setting` says which).
     `activation` ("relu", "relu6") and `pool` (2: a 2x2, stride-2 max-pool) extend the layer with
     the epilogue that the setting's FUSE knob fuses into the conv kernel or runs separately."""
-    from . import api_args as checks
-    from .core.space import Setting
-
     a = checks.check(input, weight, bias, stride, padding, dilation, groups, activation, pool)
     if a.problem is None:  # an empty batch: torch returns an empty output too
         out = np.empty(a.output_shape, np.float32)

@@ -4,6 +4,7 @@ session a `cltune sweep` of a config runs (a worker process, verification, resum
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,6 +12,14 @@ import numpy as np
 
 from . import kernel_values as kv
 from .core.errors import UserError
+from .core.expr import ExprError, parse
+from .core.kernel_problem import Arg, KernelProblem, Reference
+from .core.space import Space
+from .core.version import __version__
+from .loader import config as cfgmod
+from .loader.kernel_table import IDENT, missing_kernel
+from .results.guard import RESULTS, check_output
+from .workloads.kernel import register_problem
 
 DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32", "uint32", "int8", "uint8",
                                         "int16", "uint16", "int64", "uint64")}
@@ -30,8 +39,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     expression strings or a function of the knob dict, `iterations` a fixed number of timed
     launches a setting (each in run_ms_samples). Returns (rows as a DataFrame, with each knob and
     `time` (ms, the fastest launch) as columns; an environment dict)."""
-    from .results.guard import RESULTS, check_output
-    from .search import tune
+    from .search import tune  # pandas (1.1 s) comes with it: imported on first use
 
     cfg = kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=grid_div_x,
                         grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,
@@ -56,11 +64,6 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
     """The Config a tune_kernel call tunes (its KernelProblem, its one Space), checked before any
     device is opened; the Kernel Tuner surface (cltune.kernel_tuner) tunes the same one. `defines`:
     fixed macros (name -> value); `verify`: Kernel Tuner's verify(answer, outputs, atol) (Reference.verify)."""
-    from .loader import config as cfgmod
-    from .core.kernel_problem import KernelProblem, Reference
-    from .core.space import Space
-    from .workloads.kernel import register_problem
-
     tune_params = kv.knob_values(tune_params)  # Kernel Tuner's value forms: kernel_values.py
     source, generator = kv.source_forms(kernel_source, tune_params)
     sizes, glob, local, derived, blocks = kv.geometry(problem_size, tune_params, block_size_names,
@@ -92,9 +95,6 @@ def parameter_names(kernel_name: str, source: str) -> list[str]:
 
 
 def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
-    from .core.kernel_problem import Arg
-    from .loader.kernel_table import IDENT, missing_kernel
-
     if not isinstance(arguments, (list, tuple)):
         raise UserError("arguments: expected a list of numpy arrays and numpy scalars, in the kernel's order")
     if answer is not None and (not isinstance(answer, (list, tuple)) or len(answer) != len(arguments)):
@@ -127,8 +127,6 @@ def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
 
 
 def _restrictions(restrictions, tune_params: dict, sizes) -> tuple:
-    from .core.expr import ExprError, parse
-
     if restrictions is None:
         return ()
     if callable(restrictions):
@@ -162,11 +160,9 @@ class Restriction:
 
 
 def _table(path):
-    import json
+    import pandas as pd  # pandas (1.1 s) comes with it: imported on first use
 
-    import pandas as pd
-
-    from .results import rows, schema
+    from .results import rows, schema  # pandas (1.1 s) comes with it: imported on first use
 
     df = rows.load(path)
     knobs = pd.DataFrame([json.loads(p) for p in df["params"]], index=df.index)
@@ -176,8 +172,6 @@ def _table(path):
 
 
 def _environment(result) -> dict:
-    from .core.version import __version__
-
     rows = result.rows
     first = rows[0] if rows else {}
     return {"device_name": first.get("device"), "platform": first.get("platform"), "driver": first.get("driver"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from .core.errors import UserError
 from .core.expr import ExprError, parse
 from .core.user_functions import UserFunction, shippable
+from .loader.config import default_timing
 
 SIZE_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
 BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
@@ -199,10 +201,6 @@ def _read(path) -> str:
 def timing(iterations=None):
     """The sweep's default timing, or with `iterations` Kernel Tuner's: after the warm-up, exactly that
     many timed launches per setting (no adaptive stop), each kept in the row's run_ms_samples."""
-    from dataclasses import replace
-
-    from .loader.config import default_timing
-
     base = default_timing()
     if iterations is None:
         return base

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from .device_refs import NAMES, PREFIX, check_ref, evaluate, expand, is_ref  # noqa: F401  (re-exported)
 from .errors import UserError
+from .space import Setting
 
 # LLVM CPU names (PoCL puts its target in the device name and the HSTR of CL_DEVICE_VERSION).
 AVX512_CPUS = ("avx512", "knl", "knm", "cannonlake", "icelake", "tigerlake", "rocketlake", "cascadelake",
@@ -91,14 +92,13 @@ def bind_setting(setting, info):
     """The setting with its device references (a built-in CPU setting's width) replaced."""
     if not any(is_ref(v) for _, v in setting.params):
         return setting
-    from .space import Setting
 
     return Setting.make(setting.name, setting.family, bind_params(setting.values, values(info)))
 
 
 def bind_config(cfg, info):
     """The config with its spaces and settings resolved for this device (a no-op when bound)."""
-    from ..workloads import get_family
+    from ..workloads import get_family  # the family registry, a floor up: asked only when a value names a family
 
     env = values(info)
     spaces = []

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import unicodedata
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
@@ -17,8 +22,6 @@ def data_dir(name: str) -> Path:
 def home() -> Path:
     """cltune's own data (best-config database, measured device peaks, the Kernel Tuner surface's
     results files): $CLTUNE_HOME, else $XDG_CACHE_HOME/cltune, else ~/.cache/cltune."""
-    import os
-
     env = os.environ.get("CLTUNE_HOME")
     if env:
         return Path(env).expanduser()
@@ -30,10 +33,6 @@ def slug(name: str, limit: int = 60, fallback: str = "unnamed") -> str:
     """A name made safe as one file name: letters, digits, '-' and '_' only (never '/', '..' or NUL);
     accents folded (é -> e, ü -> u). A name with no such character left (Cyrillic, CJK)
     becomes `fallback` and a short hash of the name: distinct names keep distinct files."""
-    import hashlib
-    import re
-    import unicodedata
-
     text = str(name)
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     out = re.sub(r"[^A-Za-z0-9_-]+", "-", folded).strip("-")[:limit].strip("-")
@@ -49,8 +48,6 @@ def stamped_path(*names: str, suffix: str = "", folder: str | Path = "results") 
     inside `folder` whatever the names hold (each made a slug; a device name lower-case, 40 at
     most; "config-<hash>" / "device-<hash>" for a name with no ASCII letter or digit); `-2`, `-3` ...
     when two runs start in the same second."""
-    from datetime import datetime
-
     parts = [slug(n, fallback="config") for n in names[:1]] + [slug(n, fallback="device").lower()[:40]
                                                                for n in names[1:]]
     stem = "_".join([*parts, datetime.now().strftime("%Y%m%d-%H%M%S")])

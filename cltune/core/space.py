@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from dataclasses import dataclass, field
+
+from .device_refs import expand, is_ref
 
 
 def _freeze(params: dict) -> tuple:
@@ -66,8 +69,6 @@ class Space:
     @property
     def device_refs(self) -> bool:
         """Does it take values from a device it has not been bound to yet?"""
-        from .device_refs import is_ref
-
         if self.device_env:
             return False
         return (any(is_ref(v) for _, values in self.params for v in values)
@@ -75,8 +76,6 @@ class Space:
 
     def bind(self, env: dict) -> "Space":
         """This space on one device: value lists expanded, constraints evaluated with env."""
-        from .device_refs import expand
-
         if self.device_env:
             return self
         params = tuple((name, expand(values, env)) for name, values in self.params)
@@ -99,6 +98,7 @@ class Space:
             raise ValueError(f"space {self.family} takes device.* values: bind it to a device first")
         reason = self.constraint_reason(values, problem)[0] or device_limit_reason(values, device)
         if reason is None:
+            # the family registry, a floor up: asked only when a value names a family
             from ..workloads import get_family
 
             family = get_family(self.family)
@@ -170,8 +170,6 @@ class Space:
 
     def sampled_pass(self, problem, n: int = 1000, seed: int = 0, device=None) -> int:
         """How many of n uniformly drawn points pass the constraints and limits."""
-        import random
-
         rng = random.Random(seed)
         return sum(self.reject_reason(self.sample(rng), problem, device) is None for _ in range(n))
 

@@ -34,7 +34,7 @@ class UserFunction:
 
     def __reduce__(self):
         try:
-            import cloudpickle
+            import cloudpickle  # cloudpickle: only for a user's function
         except ImportError:
             return (UserFunction, (self.fn, self.what, self.part))
         return (_loads, (cloudpickle.dumps(self.fn), self.what, self.part))

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import UserError
-
+from ..results.guard import check_output
 from . import model, sources
 from .header import c_name, to_header
+from .kt_results import from_kt_results, is_kt_results
 from .tuning_json import flat_path, to_flat, to_json, write_all
+from .user_kernel import check_rows, load_problem
 
 
 def read_inputs(files: list[str], db: str | None) -> tuple[list[dict], str]:
@@ -19,7 +21,6 @@ def read_inputs(files: list[str], db: str | None) -> tuple[list[dict], str]:
         raise UserError("give RESULTS files (cltune CSV or Kernel Tuner results JSON) or --db, one of the two")
     if not files:
         return sources.from_database(db or None), db or "the best-config database"
-    from .kt_results import from_kt_results, is_kt_results
 
     kt = [f for f in files if is_kt_results(f)]
     csvs = [f for f in files if f not in kt]
@@ -38,7 +39,6 @@ def with_config(ms: list[dict], config: str | None, kernel: str, where: str) -> 
     (user_kernel.py then makes its launches)."""
     if config is None:
         return ms
-    from .user_kernel import check_rows, load_problem
 
     problem = load_problem(config)
     if problem.family != kernel:
@@ -50,8 +50,6 @@ def with_config(ms: list[dict], config: str | None, kernel: str, where: str) -> 
 def deploy(files: list[str], db: str | None, kernel: str | None, name: str | None, shapes: list[str],
            max_distance: float, out_dir: str | Path, config: str | None = None) -> tuple[dict[str, Path], dict]:
     """Write cltune_<name>.h, .json and .tsv into out_dir; ({kind: path}, the deployment)."""
-    from ..results.guard import check_output
-
     ms, where = read_inputs(files, db)
     kernel, ms = sources.of_kernel(ms, kernel, where)
     ms = with_config(ms, config, kernel, where)

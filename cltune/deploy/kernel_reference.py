@@ -15,15 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import UserError
+from ..loader import config as cfg
+from .user_kernel import load_problem
 
 FORMAT = "cltune-kernel-reference 1"
 DTYPES = ("float32", "int32")  # what examples/deploy/deploy_kernel.c reads
 
 
 def kernel_reference_text(config: str, seed: int = 0) -> str:
-    from ..loader import config as cfg
-    from .user_kernel import load_problem
-
     problem = load_problem(config)
     run = cfg.load(config)
     for a in problem.buffers:
@@ -47,7 +46,7 @@ def kernel_reference_text(config: str, seed: int = 0) -> str:
 
 def _expected(problem, host: dict, config: str) -> dict:
     """Each output's expected values, from the config's Python function or .npy files."""
-    from ..measure.kernel_data import expected_outputs
+    from ..measure.kernel_data import expected_outputs  # pyopencl (0.7 s): only where this process opens a device
 
     ref = problem.reference
     if ref is None or ref.kind not in ("python", "npy") or ref.verify is not None:

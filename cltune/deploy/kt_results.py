@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..kernel_tuner.integration import TuneResults
 
 
 def is_kt_results(path: str | Path) -> bool:
@@ -24,8 +25,6 @@ def from_kt_results(path: str | Path) -> list[dict]:
     """One measurement per record: the kernel as the family, the problem size as the shape, the
     parameters as -D options (in the file's parameter order); a higher-is-better objective as its
     inverse, so that lower is better throughout."""
-    from ..kernel_tuner.integration import TuneResults
-
     results = TuneResults(path)
     objective, kernel, higher = results.objective, results.meta["kernel_name"], results.objective_higher_is_better
     out = []

@@ -18,8 +18,10 @@ import math
 
 from ..core.errors import UserError
 from ..core.space import Setting
+from ..core.version import __version__
 from ..results.nearest import accepts, nearest, problem_from_key
 from .realize import defines_of, realize
+from .user_kernel import realize_kernel
 
 # 2: a kernel of your own deployed with its config has launches (arguments local:BYTES too)
 SCHEMA_VERSION = 2
@@ -67,8 +69,6 @@ def raw_entry(m: dict) -> dict:
     `--config`), made concrete by user_kernel.py, options checked against the row's; without one
     (or Kernel Tuner's), the options it was measured with, as recorded, and no launches."""
     if m.get("kernel_problem") is not None:
-        from .user_kernel import realize_kernel
-
         return same_options(m, realize_kernel(m["kernel_problem"], m["setting"], m["params"]))
     options = m.get("build_options") or ""
     return {"options": options, "defines": defines_of(options.split()), "sources": m.get("sources") or [],
@@ -155,8 +155,6 @@ def default_entry(key: str, ranked: list[dict], ms: list[dict]) -> dict | None:
 
 def build(ms: list[dict], kernel: str, shapes=(), max_distance: float = MAX_DISTANCE) -> dict:
     """The deployment of one kernel (the JSON tuning file's content) from its measurements."""
-    from ..core.version import __version__
-
     raw = any(m.get("raw") for m in ms)
     if raw and shapes:
         raise UserError(f"--shape {shapes[0]}: the nearest tuned shape is for conv kernels; {kernel}'s shapes "

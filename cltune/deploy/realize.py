@@ -10,6 +10,8 @@ import numpy as np
 
 from ..core.errors import UserError
 from ..core.problem import Problem
+from ..workloads import get_family
+from ..workloads.epilogue import split
 
 BUFFERS = ("x", "w", "b", "out")  # the problem's buffers, by the names an app's launch arguments use
 
@@ -17,9 +19,6 @@ BUFFERS = ("x", "w", "b", "out")  # the problem's buffers, by the names an app's
 def realize(family_name: str, params: dict, problem: Problem) -> dict:
     """{options, defines, sources, source_hash, launches} of this setting on this problem; UserError
     when the family refuses the problem."""
-    from ..workloads import get_family
-    from ..workloads.epilogue import split
-
     family = get_family(family_name)
     p = family.resolve(params, f"setting of family {family_name}: ")
     why = family.reject_reason(problem, p, None)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..results import store
 from ..results.nearest import problem_from_key
 
 KEYS = ("device", "driver", "platform", "problem", "family", "setting", "params", "run_ms", "build_options",
@@ -15,8 +16,8 @@ KEYS = ("device", "driver", "platform", "problem", "family", "setting", "params"
 
 def from_results(files: list[str | Path]) -> list[dict]:
     """Every ok row of cltune results files, the re-ranking's rows first for each setting."""
-    from ..results import rows, schema
-    from ..results.best import load_for_best
+    from ..results import rows, schema  # pandas (1.1 s) comes with it: imported on first use
+    from ..results.best import load_for_best  # pandas (1.1 s) comes with it: imported on first use
 
     out = []
     for f in files:
@@ -34,8 +35,6 @@ def from_results(files: list[str | Path]) -> list[dict]:
 
 def from_database(path: str | Path | None) -> list[dict]:
     """The best-config database's entries (one winner per device and problem)."""
-    from ..results import store
-
     where = path or store.default_path()
     if not Path(where).is_file():
         raise UserError(f"{where}: no best-config database there (write one with cltune best RESULTS)")

@@ -10,6 +10,8 @@ from pathlib import Path
 from ..core.errors import UserError
 from ..core.expr import ExprError
 from ..core.kernel_problem import KernelProblem, evaluate, whole
+from ..loader import config as cfg
+from ..workloads.kernel import derived, register_problem
 from .realize import defines_of
 
 LOCAL = "local:"  # a launch argument `local:BYTES`: a __local buffer of that many bytes
@@ -17,8 +19,6 @@ LOCAL = "local:"  # a launch argument `local:BYTES`: a __local buffer of that ma
 
 def load_problem(config: str) -> KernelProblem:
     """The KernelProblem of a config with a [kernel] table; one line for another config."""
-    from ..loader import config as cfg
-
     problem = cfg.load(config).problem
     if not isinstance(problem, KernelProblem):
         raise UserError(f"--config {config}: has no [kernel] table (a conv family needs no --config)")
@@ -35,8 +35,6 @@ def check_rows(problem: KernelProblem, ms: list[dict], where: str) -> None:
 
 def realize_kernel(problem: KernelProblem, setting: str, params: dict) -> dict:
     """{options, defines, sources, source_hash, launches} of one setting of a user kernel."""
-    from ..workloads.kernel import register_problem
-
     family = register_problem(problem)
     p = family.resolve(params, f"setting {setting}: ")
     why = family.reject_reason(problem, p, None)
@@ -62,8 +60,6 @@ def source_files(problem: KernelProblem) -> list[str]:
 def launch_of(family, problem: KernelProblem, p: dict) -> list[dict] | None:
     """The kernel's one launch ({kernel, global, local, args}), or None when a size or an argument
     needs the device's values (device.*) or a scalar is of a type the launch text has no form for."""
-    from ..workloads.kernel import derived
-
     try:
         glob, local = family.geometry(problem, p, None)
         env = {**problem.env(), **p, **derived(problem, p)}

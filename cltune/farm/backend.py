@@ -42,7 +42,7 @@ class FarmBackend:
         return {"kwargs": self.kwargs, "modules": self.modules, "timeout_s": self.timeout_s}
 
     def _submit(self, fn, *args, **kwargs):
-        from .worker import RESOURCE
+        from .worker import RESOURCE  # distributed (1.5 s), optional: the farm only
 
         tag = re.sub(r"[^A-Za-z0-9_]+", "_", getattr(args[1], "name", "rerank"))[:40]
         return self.farm.client.submit(fn, self.conf, *args, key=f"cltune-{tag}-{uuid.uuid4().hex[:8]}",
@@ -59,7 +59,7 @@ class FarmBackend:
         so far, which lacks the settings still in flight). The scheduler sends each to an idle
         worker; none is queued behind another on a worker, nor pinned to one: Dask counts a worker's
         death against every task it holds, and would hold a pinned one forever once it is gone."""
-        from .worker import measure_task
+        from .worker import measure_task  # distributed (1.5 s), optional: the farm only
 
         inflight: dict = {}
         arrivals, watch = _Arrivals(), _Watch(self)
@@ -88,7 +88,7 @@ class FarmBackend:
 
     def measure_interleaved(self, problem, settings, timing) -> list[Measurement]:
         """The final re-ranking, all on one worker of the kind (boards of a kind still differ)."""
-        from .worker import interleaved_task
+        from .worker import interleaved_task  # distributed (1.5 s), optional: the farm only
 
         alive = self.farm.alive(self.kind)
         fut = self._submit(interleaved_task, problem, list(settings), timing,

@@ -52,7 +52,7 @@ def _folder(path: Path) -> Path:
 
 
 def _name(x509, cn: str):
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import NameOID  # cryptography, optional: farm-certs and TLS only
 
     return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "cltune farm"),
                       x509.NameAttribute(NameOID.COMMON_NAME, cn)])
@@ -60,7 +60,7 @@ def _name(x509, cn: str):
 
 def _sign(subject_cn: str, key, issuer_cn: str, issuer_key, days: int, ca: bool, sans=()):
     x509, hashes, _, _ = _crypto()
-    from cryptography.x509.oid import ExtendedKeyUsageOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID  # cryptography, optional: farm-certs and TLS only
 
     now = dt.datetime.now(dt.timezone.utc)
     b = (x509.CertificateBuilder().subject_name(_name(x509, subject_cn)).issuer_name(_name(x509, issuer_cn))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..core.device_info import DeviceInfo
 from ..core.errors import UserError, first_line
-from .tls import _hello, _host_port, _split
+from .tls import _hello, _host_port, _split, access as access_of, refused
 
 ALLOWED_FAILURES = 1  # workers that may die under one setting before it is recorded as crashed
 GRACE_S = float(os.environ.get("CLTUNE_FARM_GRACE_S", 30))  # a kind may have no worker this long
@@ -115,7 +115,7 @@ def wait_for_scheduler(scheduler: str, echo, connect_timeout_s: float | None = N
 
 def _distributed():
     try:
-        import distributed
+        import distributed  # distributed (1.5 s), optional: the farm only
     except ImportError:
         raise UserError("a farm needs Dask distributed: pip install 'cltune[farm]'") from None
     return distributed
@@ -138,8 +138,6 @@ class Farm:
     """A connected client (and the LocalCluster it started, for `local:N`)."""
 
     def __init__(self, spec: str, device=None, workers_timeout_s: float = START_TIMEOUT_S, access=None):
-        from .tls import access as access_of, refused
-
         spec = check_spec(spec)  # before Dask: a Client it cannot parse is left open, and waits 60 s at exit
         self.access = access or access_of(spec)  # refused (plain tcp beyond loopback) before any socket
         dist, sec = _distributed(), self.access.security
@@ -168,7 +166,7 @@ class Farm:
             raise
 
     def _kinds(self, timeout_s: float) -> list[Kind]:
-        from .worker import worker_identity
+        from .worker import worker_identity  # distributed (1.5 s), optional: the farm only
 
         deadline = time.monotonic() + timeout_s
         while True:
@@ -216,10 +214,10 @@ def _allowed_failures(n: int):
 
 def _local_cluster(n: int, device, security=None):
     """N workers on this machine sharing its cores: PoCL gets cores // N threads in each."""
-    import dask
-    from distributed import LocalCluster
+    import dask  # dask, optional: the farm only
+    from distributed import LocalCluster  # distributed (1.5 s), optional: the farm only
 
-    from .worker import QUIET, RESOURCE, DevicePlugin, kind_of, probe
+    from .worker import QUIET, RESOURCE, DevicePlugin, kind_of, probe  # distributed (1.5 s), optional: the farm only
 
     if n < 1:
         raise UserError("--farm local:N needs N >= 1")

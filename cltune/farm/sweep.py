@@ -4,12 +4,19 @@ FarmBackend per kind)."""
 
 from __future__ import annotations
 
+import threading
+import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
+from ..core.paths import slug
 from ..measure.backend import open_backend
+from ..results import schema
+from ..results.csvfile import header_identity, read
 from ..search import tune
 from .cluster import GRACE_S, Farm, Kind
+from .tls import access
 
 
 def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
@@ -18,8 +25,6 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
     of its own), each into its own results file (a file holds one device's rows). Returns, per kind
     tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
     kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
-    from .tls import access
-
     farm = Farm(spec, opts.device, access=access(spec, opts.tls, opts.insecure))
     try:
         todo = []
@@ -48,8 +53,6 @@ def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: fl
 
 def _in_threads(fn, todo: list) -> list:
     """fn(kind, opts) for every kind at once; a kind's exception is its result, the others go on."""
-    import threading
-
     out: list = [None] * len(todo)  # each thread fills its own slot
 
     def one(i, kind, kind_opts):
@@ -72,18 +75,9 @@ def _in_threads(fn, todo: list) -> list:
 def kind_options(cfg, opts, kind: Kind, kinds: int):
     """A kind's options: its own file when the farm has several kinds (`--out X.csv` becomes
     X-<device>-<kind>.csv); resuming a file, only the kind it was written for (None for the others)."""
-    from pathlib import Path
-
-    from ..core.paths import slug
-    from ..results import schema
-
     if kinds == 1:
         return opts
     if opts.resume:
-        import warnings
-
-        from ..results.csvfile import header_identity, read
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the sweep itself reads it again and warns
             held = header_identity(read(opts.resume))

@@ -4,14 +4,18 @@ here is decided before a socket is opened; a bad folder is one line naming the f
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import ipaddress
 import os
 import re
+import ssl
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import UserError, first_line
+from .certs import _crypto
 
 TLS_ENV = "CLTUNE_TLS"  # a credentials folder (ca.pem, cert.pem, key.pem), as --tls DIR
 INSECURE_ENV = "CLTUNE_INSECURE"  # "1": as --insecure
@@ -80,7 +84,7 @@ def access(spec: str, tls: str | None = None, insecure: bool = False, role: str 
 
 def temporary():
     """Dask's throwaway credentials for a LocalCluster: its workers admit this process only."""
-    from distributed.security import Security
+    from distributed.security import Security  # distributed (1.5 s), optional: the farm only
 
     try:
         return Security.temporary()
@@ -91,7 +95,7 @@ def temporary():
 
 def security(folder, role: str = "client"):
     """Dask's Security from a checked credentials folder, for `role` (client: the host; worker: a board)."""
-    from distributed.security import Security
+    from distributed.security import Security  # distributed (1.5 s), optional: the farm only
 
     ca, cert, key = (str(p) for p in check_folder(folder))
     return Security(tls_ca_file=ca, require_encryption=True,
@@ -101,8 +105,6 @@ def security(folder, role: str = "client"):
 def check_folder(folder) -> tuple[Path, Path, Path]:
     """ca.pem, cert.pem and key.pem of a credentials folder, or one line naming the file that is
     missing, unreadable, expired, open to others, or does not belong with the others."""
-    from .certs import _crypto
-
     x509, _, ser, _ = _crypto()
     folder = Path(folder)
     if not folder.is_dir():
@@ -150,8 +152,6 @@ def _in_date(path: Path, cert) -> None:
 
 def refused(exc: BaseException, folder) -> str | None:
     """A TLS handshake's failure, worded with the files it concerns, or None (no folder, or no TLS error)."""
-    import ssl
-
     if not folder:
         return None
     text = f"{type(exc).__name__}: {exc}"
@@ -200,12 +200,9 @@ def _host_port(rest: str) -> tuple[str, int] | None:
 def _hello(address: str, timeout_s: float, security=None, role: str = "client") -> None:
     """Dask's handshake with the scheduler within timeout_s, else TimeoutError or OSError (before any
     Client: a Client waits for the answer without a limit, and one that fails to start is left open)."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
     async def hello():
-        from distributed.comm import connect
-        from distributed.security import Security
+        from distributed.comm import connect  # distributed (1.5 s), optional: the farm only
+        from distributed.security import Security  # distributed (1.5 s), optional: the farm only
 
         args = (security or Security()).get_connection_args(role)
         comm = await asyncio.wait_for(connect(address, timeout=timeout_s, **args), timeout_s)

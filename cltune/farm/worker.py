@@ -8,9 +8,12 @@ the client sends each kind's settings to that kind's workers only. No pyopencl i
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -21,6 +24,7 @@ from ..core.errors import UserError
 from ..core.records import device_identity
 from ..measure.backend import open_backend
 from ..measure.worker import START_TIMEOUT_S, WorkerDied
+from .tls import listen_host
 
 PLUGIN = "cltune-device"
 RESOURCE = "cltune"  # every cltune worker holds one: one setting at a time
@@ -63,9 +67,6 @@ class DevicePlugin(WorkerPlugin):
         self.__init__(state["device"], local=state.get("local", False))
 
     def setup(self, worker):
-        import signal
-        import threading
-
         if self.local and threading.current_thread() is threading.main_thread():
             # A LocalCluster's worker shares the terminal's process group: Ctrl-C reaches it too,
             # and the command that started it says what was kept and closes the cluster.
@@ -132,8 +133,6 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print,
     """`cltune worker` once the scheduler's port answers (farm.wait_for_scheduler): open the device,
     then serve the scheduler until stopped. While the scheduler has not taken the worker: a line
     every `line_every_s`, and after `connect_timeout_s` (None: never) a UserError."""
-    import asyncio
-
     _quiet_retries()
     runner = open_backend("local", device=device)
     try:
@@ -150,13 +149,10 @@ def serve(scheduler: str, device=None, name: str | None = None, echo=print,
 async def _serve(scheduler, name, plugin, kind, echo, connect_timeout_s, line_every_s, security=None) -> None:
     """A Dask worker until it is closed; while the scheduler has not taken it (once the device is
     ready), a line every line_every_s, and a UserError after connect_timeout_s."""
-    import asyncio
-
-    import dask
-    from distributed import Worker
+    import dask  # dask, optional: the farm only
+    from distributed import Worker  # distributed (1.5 s), optional: the farm only
 
     dask.config.set(QUIET)  # the device's measurements get the CPU the profiler would take
-    from .tls import listen_host
 
     worker = Worker(scheduler, nthreads=1, name=name, resources={RESOURCE: 1, kind: 1}, plugins=(plugin,),
                     security=security, host=listen_host(scheduler),

@@ -13,8 +13,10 @@ from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
 
 from ..core.errors import UserError, first_line
+from ..measure.hostgemm import host_cpu
 from ..results import t4
-from ..results.ktcache import plain
+from ..results.guard import T4, check_output
+from ..results.ktcache import load, plain
 
 TIMING_KEYS = ("compile_time", "benchmark_time", "framework_time", "strategy_time", "verification_time")
 ERROR_INVALIDITY = {"CompilationFailedConfig": "compile", "RuntimeFailedConfig": "runtime",
@@ -100,7 +102,7 @@ def get_device_query(target="opencl"):
     ('nvidia', 'amd': nvidia-smi, rocm-smi) are not run here."""
     if target != "opencl":
         raise ValueError(f"target: cltune describes OpenCL devices ('opencl'), not {target!r}")
-    from ..measure.device import all_devices, describe
+    from ..measure.device import all_devices, describe  # pyopencl (0.7 s): only where this process opens a device
 
     return [describe(i, p, d).as_dict() for i, (p, d) in enumerate(all_devices())]
 
@@ -116,8 +118,6 @@ def _opencl_devices():
 
 def host() -> dict:
     """This machine: OS, processor and its vector extensions, logical CPUs, memory."""
-    from ..measure.hostgemm import host_cpu
-
     memory = None
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -147,8 +147,6 @@ def store_metadata_file(metadata_filename) -> None:
 def get_input_file(filepath, validate=True) -> dict:
     """A T1 input file (JSON); with `validate`, its required keys are checked (one line naming the
     file and the key)."""
-    from ..results.ktcache import load
-
     path = Path(filepath)
     if not path.is_file():
         raise UserError(f"{path}: no such T1 input file")
@@ -174,8 +172,6 @@ def _check_t1(path: Path, data) -> None:
 
 
 def _output(filename, option: str) -> Path:
-    from ..results.guard import T4, check_output
-
     path = Path(filename_ensure_json_extension(filename))
     check_output(path, option=option, allowed=(T4,))
     make_filenamepath(path)

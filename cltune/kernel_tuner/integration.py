@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..results.guard import check_output
 from ..results.ktcache import load, plain
 from .util import get_instance_string, get_objective_defaults
 
@@ -174,8 +175,6 @@ def create_device_targets(header_filename, results_filename, objective=None, obj
     """Writes a C header choosing the knobs per device: `#ifdef TARGET_<device>` blocks (compile
     with -DTARGET_<device>), else a default that does well across devices and sizes; all inside
     `#ifndef kernel_tuner`, so a tuning's own defines win. The file's objective ranks."""
-    from ..results.guard import check_output
-
     get_objective_defaults(objective, objective_higher_is_better)  # the same checks as store_results
     results = TuneResults(results_filename)
     check_output(header_filename, [results_filename], option="header_filename")

@@ -10,8 +10,12 @@ import time
 from datetime import datetime
 
 from ..kernel_api import kernel_config
-from . import options as opt
+from ..measure.backend import in_process
+from . import options as opt, run as runner
+from .cache import CacheWriter, cache_path, read_cache
 from .output import Printer
+from .outputs import after_one_launch
+from .parallel import measure_on_farm
 from .results import best, check_metrics, environment
 
 log_ = logging.getLogger("cltune.kernel_tuner")
@@ -55,7 +59,6 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     printer = Printer(quiet, verbose, knobs + ["time"] + list(metric_fns))
     cached, writer, device_name = _open_cache(cache, kernel_name, kernel_source, problem_size, tune_params,
                                               objective, simulation_mode)
-    from . import run as runner
 
     try:
         if simulation_mode:
@@ -99,15 +102,13 @@ def _environment(run, cfg, call: dict, started: float) -> dict:
 
 def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, iterations, budget, time_limit,
              seed, parallel, strategy, verify, tune_params):
-    from ..search import tune
-    from . import run as runner
+    from ..search import tune  # pandas (1.1 s) comes with it: imported on first use
 
     spec = opt.farm(parallel, strategy)
     opts = tune.Options(device=opt.device_index(platform, device), repeat=iterations, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=_picklable(verify), farm=spec)
     if spec is None:
         return runner.measure(cfg, opts, knobs, metric_fns, printer, cached, writer, tune_params)
-    from .parallel import measure_on_farm
 
     return measure_on_farm(cfg, opts, spec, knobs, metric_fns, printer, writer)
 
@@ -163,7 +164,6 @@ def _open_cache(cache, kernel_name, kernel_source, problem_size, tune_params, ob
         if simulation_mode:
             raise ValueError("simulation_mode: needs cache=, the file of a tuning to replay")
         return {}, None, None
-    from .cache import CacheWriter, cache_path, read_cache
 
     path = cache_path(cache)
     if simulation_mode:
@@ -182,9 +182,6 @@ def run_kernel(kernel_name, kernel_source, problem_size, arguments, params, grid
     """Run the kernel once with the knob values `params` and return every argument after it, as
     Kernel Tuner's run_kernel: a list with one numpy array per buffer (its own dtype and layout)
     and the scalars as given."""
-    from ..measure.backend import in_process
-    from .outputs import after_one_launch
-
     opt.check_unsupported(lang, smem_args, cmem_args, texmem_args, None, compiler)
     if not isinstance(params, dict):
         raise ValueError(f"params: expected a dict of knob name -> one value, got {type(params).__name__}")

@@ -124,7 +124,7 @@ def device_index(platform, device) -> int | None:
             raise ValueError(f"{name}: expected an index >= 0, got {value!r}")
     if platform == 0 and device == 0:
         return None
-    from ..measure.device import all_devices
+    from ..measure.device import all_devices  # pyopencl (0.7 s): only where this process opens a device
 
     pairs = all_devices()
     platforms = []

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sys
 
+from .util import get_config_string
+
 
 def config_string(result: dict, keys) -> str:
     """knob=value, ... for `keys` present in `result` (floats to 3 decimals, time in ms)."""
-    from .util import get_config_string
-
     return get_config_string(result, list(keys), {"time": "ms"})
 
 

@@ -4,12 +4,12 @@ as given)."""
 
 from __future__ import annotations
 
+from ..core.device_values import bind_config
+
 
 def after_one_launch(backend, cfg, arguments) -> list:
     """Launch the config's one setting once on `backend` (in_process) with the arguments' own
     contents, and read every buffer back."""
-    from ..core.device_values import bind_config
-
     cfg = bind_config(cfg, backend.info)
     problem, space = cfg.problem, cfg.spaces[0]
     setting = space.setting({k: values[0] for k, values in space.params})

@@ -9,13 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..core.paths import stamped_path
+from ..farm.cluster import check_spec
 from .results import ranking
 from .run import Run, results_folder, row_handler
 
 
 def measure_on_farm(cfg, opts, spec: str, knobs, metrics, printer, writer) -> Run:
-    from ..farm import sweep as farm
-    from ..farm.cluster import check_spec
+    from ..farm import sweep as farm  # pandas (1.1 s) comes with it: imported on first use
 
     spec = check_spec(spec, "parallel")
     space = cfg.spaces[0]

@@ -6,6 +6,7 @@ what went wrong, as Kernel Tuner's error classes print) and `time` = inf, so tha
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from datetime import datetime
@@ -47,8 +48,6 @@ ERRORS = {"invalid": InvalidConfig, "build_error": CompilationFailedConfig, "lau
 
 def to_result(row: dict, knobs: list, metrics: dict | None, framework_ms: float) -> dict:
     """One search row as Kernel Tuner's result dict (knobs in tune_params' order first)."""
-    import json
-
     values = json.loads(row["params"])
     out = {k: values[k] for k in knobs if k in values}
     times = schema.samples(row)
@@ -123,8 +122,6 @@ def add_metrics(result: dict, metrics: dict) -> None:
 def ranking(rows: list) -> list:
     """The interleaved re-ranking (cltune's rows of phase rerank, fastest first) as env["rerank"]:
     each setting's knobs and its fastest and median launch (ms), measured side by side."""
-    import json
-
     return [{"params": json.loads(r["params"]), "cltune_min_ms": _num(r.get(schema.TIME)),
              "cltune_median_ms": _num(r.get("run_ms_median")), "launches": len(schema.samples(r))} for r in rows]
 

@@ -10,8 +10,13 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.device_values import bind_config
+from ..core.errors import UserError
 from ..core.paths import home, stamped_path
 from ..core.space import Setting
+from ..search.strategies import BudgetExhausted, Search, get
+from ..search.sweep import Outcome
+from .cache import cache_key
 from .results import InvalidConfig, ranking, to_result
 
 
@@ -35,11 +40,8 @@ def results_folder() -> Path:
 
 def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_params: dict) -> Run:
     """Open the device, search, re-rank; each search row becomes a result (printed, cached)."""
-    from ..core.device_values import bind_config
-    from ..core.errors import UserError
-    from ..search import tune
-    from ..search.session import session
-    from ..search.sweep import Outcome
+    from ..search import tune  # pandas (1.1 s) comes with it: imported on first use
+    from ..search.session import session  # pandas (1.1 s) comes with it: imported on first use
 
     cfg = cfg.with_overrides(opts)
     tune.check_options(opts)
@@ -108,7 +110,6 @@ def _cached(space, cached: dict, valid, tune_params: dict) -> list:
     Kernel Tuner reads its cache)."""
     if not cached:
         return []
-    from .cache import cache_key
 
     out = []
     for setting in valid if valid is not None else ():
@@ -124,8 +125,6 @@ def simulate(cfg, knobs, printer, cached: dict, device_name: str, budget, time_l
              tune_params: dict) -> Run:
     """The search over the cache alone (no device): each point it asks for is the cache's entry,
     or an InvalidConfig when the cache lacks it."""
-    from ..search.strategies import BudgetExhausted, Search, get
-
     space, problem = cfg.spaces[0], cfg.problem
     valid = space.valid_settings(problem)
     printer.start(f"{device_name} (simulated from the cache)", len(valid), budget or len(valid))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from .cache import read_cache as read
 from .options import objective as _objective
 from .results import CompilationFailedConfig, ErrorConfig, InvalidConfig, RuntimeFailedConfig, WrongResultConfig
 
@@ -111,8 +112,6 @@ def read_cache(cachefile, open_cache=True) -> dict:
     """A Kernel Tuner cache file as a dict (device_name, kernel_name, problem_size,
     tune_params_keys, tune_params, objective, cache: key -> result with `__error__` for a failure).
     The file is left as it is (`open_cache` is accepted for Kernel Tuner's signature)."""
-    from .cache import read_cache as read
-
     c = read(cachefile)
     return {"device_name": c.device_name, "kernel_name": c.kernel_name, "problem_size": c.problem_size,
             "tune_params_keys": list(c.tune_params), "tune_params": c.tune_params, "objective": c.objective,

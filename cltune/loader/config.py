@@ -157,8 +157,9 @@ def parse(data: dict, path: str = "<config>") -> Config:
     if kernel is not None:
         if "problem" in data or layers:
             c.fail("kernel", "a config tunes either its own [kernel] or a conv [problem] (or [[layer]]s), not both")
+        # the families (40 ms of imports): loaded when a config names one
         from ..workloads.kernel import register_problem
-        from .kernel_table import parse_kernel
+        from .kernel_table import parse_kernel  # a [kernel] table's parser: loaded only for a config with one
 
         problem = parse_kernel(c, kernel, Path(path).resolve().parent)
         register_problem(problem)  # its settings' and spaces' family
@@ -179,7 +180,7 @@ def parse(data: dict, path: str = "<config>") -> Config:
     settings = setting_tables(c, data, family)
     spaces = space_tables(c, data, problem, whole=not layers, default_family=family)
     if kernel is not None:
-        from .kernel_table import check_names
+        from .kernel_table import check_names  # a [kernel] table's parser: loaded only for a config with one
 
         check_names(c, problem, {k for s in settings for k in s.values} | {k for sp in spaces for k, _ in sp.params})
     names = [s.name for s in settings]
@@ -189,7 +190,7 @@ def parse(data: dict, path: str = "<config>") -> Config:
                                f"got {baseline!r}")
     if not settings and not spaces:
         c.fail("setting", "expected at least one [[setting]] or [[space]]")
-    from ..search import strategies
+    from ..search import strategies  # the strategy registry: loaded when a config is parsed, not by every command
 
     strategy = c.get(run, "strategy", str, "run.", None, lambda v: v in strategies.STRATEGIES,
                      f"one of {', '.join(sorted(strategies.STRATEGIES))}")

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from .checker import NAME, REQUIRED, Checker, is_int_or_pair, is_name, is_shape
-from ..core.device_refs import NAMES as DEVICE_NAMES
-from ..core.device_refs import check_ref, is_ref
+import warnings
+
+from ..core.device_refs import NAMES as DEVICE_NAMES, check_ref, is_ref
 from ..core.errors import UserError
+from ..core.expr import ExprError, parse
 from ..core.problem import ACTIVATIONS, Problem
 from ..core.space import Setting, Space
+from .checker import NAME, REQUIRED, Checker, is_int_or_pair, is_name, is_shape
 
 PROBLEM_KEYS = {"input", "weight", "stride", "padding", "dilation", "groups", "bias", "activation", "pool"}
 SETTING_KEYS = {"name", "family", "params", "builtin"}
@@ -65,7 +67,7 @@ def problem_table(c: Checker, t: dict, where: str = "problem.") -> Problem:
 
 def _family(c: Checker, entry: dict, where: str, default) -> tuple:
     """(name, Family) of a [[setting]]'s or [[space]]'s `family` (else `default`)."""
-    from ..workloads import get_family
+    from ..workloads import get_family  # the families (40 ms of imports): loaded when a config names one
 
     name = c.get(entry, "family", str, where, default, expected="a kernel family name")
     try:
@@ -76,7 +78,7 @@ def _family(c: Checker, entry: dict, where: str, default) -> tuple:
 
 def setting_tables(c: Checker, data: dict, default_family: str | None = None) -> list[Setting]:
     """[[setting]]s; `default_family`: the one they default to (a user kernel's), else conv2d."""
-    from ..workloads import builtin_settings
+    from ..workloads import builtin_settings  # the families (40 ms of imports): loaded when a config names one
 
     out = []
     for where, entry, name in named_tables(c, data, "setting", SETTING_KEYS):
@@ -105,8 +107,6 @@ def setting_tables(c: Checker, data: dict, default_family: str | None = None) ->
 def space_tables(c: Checker, data: dict, problem, whole: bool = True,
                  default_family: str | None = None) -> list[Space]:
     """[[space]]s; `default_family`: the one a space without `family` tunes (a user kernel's)."""
-    from ..core.expr import ExprError, parse
-
     entries = c.get(data, "space", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
                     "[[space]] tables")
     out = []
@@ -143,8 +143,6 @@ CHECKED_POINTS = 20000  # a larger space is checked on its first points only
 def check_constraints(c: Checker, where: str, space: Space, problem, whole: bool) -> None:
     """Say once when a constraint errors for some points; refuse a space no point of which passes
     the constraints (checked exactly for spaces of up to CHECKED_POINTS points)."""
-    import warnings
-
     n, passed, errors, first = space.check_constraints(problem, CHECKED_POINTS)
     if whole and not passed and space.size <= CHECKED_POINTS:
         c.fail(f"{where}constraints", f"reject every one of the space's {space.size} points"
@@ -158,8 +156,6 @@ def check_constraints(c: Checker, where: str, space: Space, problem, whole: bool
 def space_values(c: Checker, family, where: str, key: str, values) -> tuple:
     """A knob's value list: explicit values, expressions over device.* values among them, or one
     device value naming a whole list (`VEC = "device.vector_widths"`), resolved when bound."""
-    from ..core.expr import ExprError
-
     if is_ref(values):
         values = [values]
     if not isinstance(values, list) or not values:

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
+from ..core.kernel_problem import KernelProblem
 from ..core.problem import Problem, reference_conv2d
 from ..core.records import Status
+from ..workloads.buffers import upload
+from .kernel_data import KernelData
 from .verify import compare
 
 
@@ -40,8 +43,6 @@ class ConvData:
 
     def __init__(self, ctx, problem: Problem, seed: int, inputs=None, reference: bool = True,
                  host_blas=contextlib.nullcontext, device=None, info=None):
-        from ..workloads.buffers import upload
-
         self.problem = problem
         x, w, b = inputs if inputs is not None else problem.make_inputs(seed)
         b = b if b is not None else np.zeros(problem.out_c, np.float32)
@@ -79,11 +80,7 @@ class ConvData:
 def open_data(ctx, problem, seed: int, inputs=None, reference: bool = True, host_blas=contextlib.nullcontext,
               device=None, info=None):
     """The data of `problem` on `device` (of ctx): a conv's, or a user kernel's (kernel_data.py)."""
-    from ..core.kernel_problem import KernelProblem
-
     if isinstance(problem, KernelProblem):
-        from .kernel_data import KernelData
-
         return KernelData(ctx, problem, seed, inputs, reference, host_blas, device, info)
     return ConvData(ctx, problem, seed, inputs, reference, host_blas, device, info)
 
@@ -94,7 +91,7 @@ def host_blas(device):
     timed right after a 2-thread 600x600 matmul ran 1.4-1.5x slow on average over its next 40
     launches (most at 2x), and 1.02-1.08x after the same matmul on one thread."""
     if device.type & cl.device_type.CPU:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # threadpoolctl: only when the host BLAS is timed
 
         return threadpool_limits(1, user_api="blas")
     return contextlib.nullcontext()

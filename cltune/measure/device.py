@@ -16,6 +16,8 @@ import pyopencl as cl
 
 from ..core.device_info import DeviceInfo
 from ..core.errors import UserError
+from .build import first_error_line
+from .hostgemm import host_cpu
 
 INSTALL_HINT = ("no OpenCL platform found: install PoCL with `pip install 'pyopencl[pocl]'` "
                 "(or your GPU vendor's OpenCL driver, e.g. libmali on a Mali board)")
@@ -67,8 +69,6 @@ def describe(index: int, platform: cl.Platform, device: cl.Device) -> DeviceInfo
 def machine_line(info: DeviceInfo) -> str:
     """What a benchmark's output names: the host CPU and its vector extensions, and the OpenCL
     device, runtime and code target it ran on."""
-    from .hostgemm import host_cpu
-
     return (f"host: {host_cpu()}; OpenCL: [{info.index}] {info.name} ({info.platform}, driver "
             f"{info.driver}" + (f", target {info.target}" if info.target else "") + ")")
 
@@ -162,8 +162,6 @@ def probe(platform: cl.Platform, device: cl.Device) -> Probe:
 
 
 def _run_probe(platform: cl.Platform, device: cl.Device) -> Probe:
-    from .build import first_error_line
-
     x = np.arange(64, dtype=np.float32)
     y = np.full_like(x, np.nan)
     try:

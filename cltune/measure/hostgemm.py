@@ -39,7 +39,7 @@ def numpy_gemm(n: int, seconds: float) -> float:
 
 def torch_gemm(n: int, seconds: float) -> float | None:
     try:
-        import torch
+        import torch  # torch, optional
     except ImportError:
         return None
     a, b = torch.randn(n, n), torch.randn(n, n)

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
+from ..core.device_values import values
 from ..core.errors import UserError
 from ..core.kernel_problem import KernelProblem
 from ..core.records import Status
+from ..core.space import Setting
+from ..workloads.kernel import register_problem
 from .verify import compare
 
 CANARY = 0xCB  # every guard byte
@@ -35,9 +38,6 @@ class KernelData:
 
     def __init__(self, ctx, problem: KernelProblem, seed: int, inputs=None, reference: bool = True,
                  host_blas=contextlib.nullcontext, device=None, info=None):
-        from ..core.device_values import values
-        from ..workloads.kernel import register_problem
-
         register_problem(problem)
         self.problem, self.ctx = problem, ctx
         device = device or ctx.devices[0]
@@ -265,8 +265,6 @@ def _call_python(problem: KernelProblem, host: dict) -> dict:
 def run_reference(runner, problem: KernelProblem) -> None:
     """A trusted setting of a user kernel, run once from the initial contents: its outputs become
     what every setting is checked against (Kernel Tuner's answer)."""
-    from ..core.space import Setting
-
     data = runner.data
     prep = runner._prepare(problem, Setting.make("reference", problem.family, data.reference_setting))
     if prep.failed:

@@ -16,10 +16,13 @@ import numpy as np
 import pyopencl as cl
 
 from ..core.errors import UserError
+from ..core.problem import Problem
+from ..core.records import Status, Timing
+from ..core.space import Setting
 from ..core.version import __version__
-from ..workloads import CL_STD, read_kernel
-from . import device as dev
-from . import hostgemm
+from ..workloads import CL_STD, builtin_settings, read_kernel
+from . import device as dev, hostgemm
+from .backend import in_process
 from .build import first_error_line
 
 WIDTHS = (1, 2, 4, 8, 16)
@@ -152,12 +155,6 @@ BUILTIN_LAYER = dict(input_shape=(1, 512, 14, 14), weight_shape=(512, 512, 1, 1)
 def best_builtin(device_spec, info, repeat: int = 20) -> dict:
     """Our own built-in conv settings for this kind of device (`*_cpu` or `*_mali`, bound to its
     vector width) on a GEMM-shaped layer: {"setting", "gflops"} of the fastest verified one."""
-    from ..core.problem import Problem
-    from ..core.records import Status, Timing
-    from ..core.space import Setting
-    from ..workloads import builtin_settings
-    from .backend import in_process
-
     suffix = "_cpu" if "CPU" in info.type else "_mali"
     runner = in_process(device_spec)
     problem = Problem.from_shapes(**BUILTIN_LAYER, bias=False)

@@ -3,6 +3,7 @@ needs before its first launch is prepare.py; the problem's data and its check ar
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections import deque
 from dataclasses import replace
@@ -15,6 +16,7 @@ from ..core.space import Setting
 from . import device as dev
 from .build import Builder, first_error_line
 from .data import host_blas, open_data
+from .kernel_data import run_reference
 from .prepare import Prepared, build_requests, check_limits, prepare
 from .protocol import Capabilities
 
@@ -53,8 +55,6 @@ class Runner:
                   modules: tuple = ()) -> None:
         """A farm worker keeps its device open across sweeps; each sweep sets its own tolerances,
         input seed and kernel-family modules."""
-        import importlib
-
         for name in modules:
             importlib.import_module(name)
         if seed != self.seed:
@@ -86,8 +86,6 @@ class Runner:
                               self.info)
         self._problem = problem if inputs is None else None
         if reference and self.data.reference_setting is not None:
-            from .kernel_data import run_reference
-
             run_reference(self, problem)
 
     @property

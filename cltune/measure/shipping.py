@@ -10,7 +10,7 @@ from dataclasses import dataclass
 def shipped(value) -> bool:
     """Whether a call's argument is a problem the worker keeps (imported here on first use: the
     worker module itself loads no numpy, so that a sweep's early worker starts at once)."""
-    from ..core.kernel_problem import KernelProblem
+    from ..core.kernel_problem import KernelProblem  # numpy (0.5 s) comes with it: see the docstring
     from ..core.problem import Problem
 
     return isinstance(value, (Problem, KernelProblem))

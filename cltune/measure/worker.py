@@ -47,8 +47,8 @@ def serve(conn, parent_pid: int, device_spec, runner_kwargs: dict, modules: tupl
         return
     for name in modules:
         importlib.import_module(name)
-    from .device import DeviceSkipped
-    from .runner import Runner
+    from .device import DeviceSkipped  # pyopencl (0.7 s): only where this process opens a device
+    from .runner import Runner  # pyopencl (0.7 s): only where this process opens a device
 
     try:
         with warnings.catch_warnings(record=True) as caught:  # devices skipped: the parent says so
@@ -180,7 +180,7 @@ class WorkerRunner:
         if early is not None:  # started before the config was read: its tolerances, seed and modules
             self.configure(self.modules)
         if self.restarts == 0:
-            from .device import DeviceSkipped
+            from .device import DeviceSkipped  # pyopencl (0.7 s): only where this process opens a device
 
             for line in skipped:
                 warnings.warn(line, DeviceSkipped, stacklevel=3)

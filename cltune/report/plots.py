@@ -11,6 +11,8 @@ from pathlib import Path
 
 import matplotlib
 
+from ..results.roofline import figures, roof
+
 matplotlib.use("Agg")  # before anything imports pyplot: never open a display
 
 import numpy as np  # noqa: E402
@@ -131,7 +133,7 @@ def ladder(df, baseline: str | None = None, title: str = "") -> Figure:
 
 def _ms(df, column: str):
     """A column of times as floats (NaN where a row has none, or the file lacks the column)."""
-    import pandas as pd
+    import pandas as pd  # pandas (1.1 s) comes with it: imported on first use
 
     if column not in df:
         return pd.Series(np.nan, index=df.index, dtype=float)
@@ -218,8 +220,6 @@ def _finite(v) -> bool:
 
 def draw_roof(ax, pf: float, pb: float, xs, ys) -> None:
     """The roof min(pf, pb * intensity) over the points' range and the ridge point, with margins."""
-    from ..results.roofline import roof
-
     ridge = pf / pb
     x = np.geomspace(min(min(xs), ridge) / 8, max(max(xs), ridge) * 8, 256)
     ax.plot(x, [roof(v, pf, pb) for v in x], color="black", linewidth=1.6, gid="roof",
@@ -233,8 +233,6 @@ def draw_roof(ax, pf: float, pb: float, xs, ys) -> None:
 def roofline(df, peaks: dict | None = None, title: str = "") -> Figure:
     """Achieved GFLOP/s against arithmetic intensity (FLOP per minimum byte moved), log-log, one
     point per ok setting coloured by family, under the device's measured roof when peaks are given."""
-    from ..results.roofline import figures
-
     fig, ax = new_figure(8, height=5.2)
     timed = [(r, figures(r, peaks)) for _, r in df.iterrows() if r["status"] in TIMED]
     ok = [(r, f) for r, f in timed if _finite(f["intensity"]) and _finite(f["gflops"])]

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import re
 
+from ..core.device_values import bind_setting, is_ref
 from ..core.problem import Problem
 from ..core.space import Setting, device_limit_reason
+from ..workloads import builtin_settings, get_family
 
 _KEY = re.compile(r"n(\d+)_c(\d+)_h(\d+)_w(\d+)_k(\d+)_r(\d+)_s(\d+)_st(\d+)x(\d+)_p(\d+)x(\d+)_d(\d+)x(\d+)"
                   r"_g(\d+)(_nobias)?(?:_(relu6|relu))?(_pool2)?$")
@@ -43,8 +45,6 @@ def distance(a, b) -> float | None:
 
 def accepts(setting: Setting, problem: Problem, device) -> bool:
     """Whether the setting's family can run the problem on the device (None: no device limits)."""
-    from ..workloads import get_family
-
     family = get_family(setting.family)
     values = family.resolve(setting.values)
     return (device_limit_reason(values, device) is None
@@ -75,9 +75,6 @@ def builtins(problem: Problem, device) -> list[Setting]:
     """The built-in settings for this device's kind whose family accepts the problem. The study's
     ladder (conv2d) and diagonalwise refactorization are left out: they are references, and each is
     many times slower than the families made for speed."""
-    from ..core.device_values import bind_setting, is_ref
-    from ..workloads import builtin_settings
-
     other = {"cpu": "_mali", "mali": "_cpu"}[device_kind(device)]
     out = []
     for name, (family, params) in builtin_settings().items():

@@ -158,7 +158,7 @@ def _t4_time(r: dict) -> float | None:
 
 
 def _from_cltune(path: Path) -> Recorded:
-    from . import rows, schema
+    from . import rows, schema  # pandas (1.1 s) comes with it: imported on first use
 
     df = rows.load(path)
     df = df[df["phase"] == "search"] if "phase" in df else df

@@ -7,6 +7,7 @@ import json
 import math
 
 from ..core.records import DEVICE_FIELDS, TIMED, device_identity  # noqa: F401  (a header's device)
+from ..core.version import __version__
 
 SCHEMA_VERSION = 2  # 1: no header line (the columns only); 2: a `#cltune-results {json}` first line
 MAGIC = "#cltune-results"
@@ -42,8 +43,6 @@ BOOL_COLUMNS = ("noisy", "stopped_early")
 REQUIRED = ("device", "platform", "driver", "problem", "setting", "params", "status", "run_ms_median")
 
 def make_header(config_name: str, problem_key: str, info) -> dict:
-    from ..core.version import __version__
-
     return {"schema": SCHEMA_VERSION, "cltune": __version__, "config": config_name,
             "problem": problem_key, "device": device_identity(info)}
 

@@ -8,6 +8,7 @@ import json
 import math
 
 from ..core.records import TIMED
+from . import schema
 
 SCHEMA_VERSION = "1.0.0"
 # cltune's statuses -> T4's invalidity
@@ -51,8 +52,6 @@ def document(entries: list) -> dict:
 
 def to_t4(df) -> dict:
     """The search rows of a results DataFrame (results.load) as a T4 results document."""
-    from . import schema
-
     rows = df[df["phase"] == "search"] if "phase" in df else df
     families = set(rows["family"]) if "family" in rows else set()
     out = []

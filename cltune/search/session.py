@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 from ..core.records import Measurement, Timing, timed
 from ..core.space import Setting
 from ..measure.backend import FIRST_POINT_TIMEOUT_S
-from ..results import rows as results
-from ..results import schema
+from ..results import peakstore, rows as results, schema
 from ..workloads import get_family
+from ..workloads.kernel import register_if_kernel
 from .sweep import Budget, Outcome, Sweep
 
 
@@ -75,9 +75,6 @@ def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool =
     is bound to the device; with `resume` the rows the file holds are not measured again. Points
     still waiting for a timing window when the block ends are measured (or, on an exception,
     recorded with the launches they have)."""
-    from ..results import peakstore
-    from ..workloads.kernel import register_if_kernel
-
     register_if_kernel(cfg.problem)  # a user kernel's family: the one its settings name
     info = backend.info
     recorder = results.Recorder(path, info, cfg.problem, cfg.name, setting_identity(info, cfg.problem),

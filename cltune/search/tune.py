@@ -15,6 +15,8 @@ from ..core.records import timed
 from ..measure import backend as backend_mod
 from ..results import guard
 from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
+from ..core.device_values import bind_config
+import warnings
 
 
 @dataclass
@@ -106,8 +108,6 @@ def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, b
 
 
 def _run(cfg, opts: Options, backend, on_row) -> Result:
-    from ..core.device_values import bind_config
-
     info, problem = backend.info, cfg.problem
     refusal = problem.size_refusal(info)  # before any file is written
     if refusal:
@@ -151,8 +151,6 @@ class RefusedPoints(UserWarning):
 def say_refused(path: str, index: int, space, problem, info) -> None:
     """Once per space, before anything is measured: how many of its points the family or the device
     refuse (a warning), or that none is left (one line, the sweep does not start)."""
-    import warnings
-
     by_constraints, by_family, first = space.refused(problem, info)
     left = space.size - by_constraints - by_family
     if by_family and not left:

@@ -25,6 +25,8 @@ from .base import (  # noqa: F401
 )
 from .buffers import cached, scratch  # noqa: F401  (for families that import them from here)
 from .registry import FAMILIES, register  # noqa: F401  (a user's module registers its families with it)
+from . import conv2d, depthwise, direct, gemm, winograd
+from .diagonalwise import wrap_standard_families
 
 # The built-in families' host modules, in the order cltune.settings() lists their families. Adding a
 # family: its kernel in kernels/, its host module here (calling register()), its name below and in
@@ -56,7 +58,4 @@ def _rank(family: Family) -> int:
 
 
 def _load_builtin() -> None:
-    from . import conv2d, depthwise, direct, gemm, winograd  # noqa: F401  (each registers its families)
-    from .diagonalwise import wrap_standard_families
-
     wrap_standard_families()  # keep last: wraps every standard family imported above

@@ -11,6 +11,8 @@ from typing import ClassVar
 from ..core.errors import UserError
 from ..core.paths import data_dir
 from .launch import Launch, global_size, local_size, round_up  # noqa: F401  (families import them from here)
+from . import epilogue
+from ..core.sources import joined, whole_file
 
 CL_STD = "-cl-std=CL1.2"
 
@@ -95,36 +97,26 @@ class Family:
     def source_lines(self, p: dict | None = None) -> tuple:
         """Where each line of source() came from, kernels/<file>.cl (core/sources.py): what a build
         error names."""
-        from ..core.sources import joined, whole_file
-
         files = ("epilogue.cl",) + tuple(self.sources)
         return joined([(read_kernel(f), whole_file(f"kernels/{f}")) for f in files])[1]
 
     # What the measuring side calls: the hooks below, with the epilogue split around them ---------
     def reject_reason(self, problem, p: dict, device) -> str | None:
-        from . import epilogue
-
         return self.check(epilogue.split(problem, self.fusable, p["FUSE"])[0], p, device)
 
     def options(self, problem, p: dict) -> list[str]:
         """The build options of a setting: -cl-std=CL1.2 and its macros."""
-        from . import epilogue
-
         inner = epilogue.split(problem, self.fusable, p["FUSE"])[0]
         return build_options({**self.defines(inner, p), **epilogue.macros(inner)})
 
     def figures(self, problem, p: dict) -> dict:
         """What the setting moves and computes, for its row: the bytes its kernels move (by the
         epilogue steps it fuses), the FLOPs it really computes, and the bytes its weights take."""
-        from . import epilogue
-
         return {"bytes_model": epilogue.bytes_moved(problem, self.fusable, p["FUSE"]),
                 "real_flops": self.real_flops(problem, p) or problem.flops,
                 "weight_bytes": self.weight_bytes(problem, p)}
 
     def plan(self, ctx, queue, problem, p: dict, bufs) -> list[Launch]:
-        from . import epilogue
-
         return epilogue.launches(self, ctx, queue, problem, p, bufs)
 
     # Hooks: each sees the problem its own kernel computes (the epilogue steps it fuses) ---------

@@ -22,7 +22,7 @@ def scratch(ctx, bufs, key, nbytes: int):
     """A read-write device buffer of at least nbytes, kept in bufs.cache under key."""
     old = bufs.cache.get(key)
     if old is None or old.size < nbytes:
-        import pyopencl as cl
+        import pyopencl as cl  # pyopencl (0.7 s): only where this process opens a device
 
         bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4, nbytes))
     return bufs.cache[key]

@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import re
 
+from ..core.device_values import values
 from ..core.errors import UserError
 from ..core.expr import ExprError
 from ..core.kernel_problem import KernelProblem, evaluate, whole
 from ..core.sources import whole_file
 from .base import CL_STD, Family
+from .kernel_args import signature_mismatch
 from .launch import Launch
 from .registry import FAMILIES, register
 
@@ -127,7 +129,7 @@ class KernelFamily(Family):
             elif a.kind == "scalar":
                 args.append(a.np_dtype.type(evaluate(a.value, env, f"argument {a.name}")))
             else:
-                import pyopencl as cl
+                import pyopencl as cl  # pyopencl (0.7 s): only where this process opens a device
 
                 args.append(cl.LocalMemory(max(1, whole(a.local, env, f"argument {a.name} local bytes"))))
         return [Launch(problem.name, problem.name, args, glob, local)]
@@ -135,8 +137,6 @@ class KernelFamily(Family):
     def check_kernels(self, problem, kernels: dict, device) -> str | None:
         """The built kernel's signature against [[kernel.arg]]: a mismatch is the config's mistake,
         the same for every setting."""
-        from .kernel_args import signature_mismatch
-
         return signature_mismatch(problem, kernels[problem.name], device)
 
     # Helpers -----------------------------------------------------------------------------------
@@ -235,7 +235,6 @@ def _device_env(device) -> dict:
         return {}
     if isinstance(device, dict):
         return device
-    from ..core.device_values import values
 
     return values(device)
 
