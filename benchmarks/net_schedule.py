@@ -206,7 +206,7 @@ def live_mode(args):
     from cltune.net.tasks import make_tasks
     from cltune.core.records import Status
     from cltune.search.sweep import Budget
-    from cltune.core.device_values import bind_config
+    from cltune.loader.bind import bind_config
 
     extras = _points(args.extra)
     net = load(args.network)

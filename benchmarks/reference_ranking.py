@@ -26,7 +26,7 @@ class Reference:
 
     def __init__(self, cfg_name: str, device, seed: int = 0):
         from cltune.loader import config
-        from cltune.core.device_values import bind_config
+        from cltune.loader.bind import bind_config
         from cltune.measure.runner import Runner
 
         self.cfg = config.load(cfg_name)

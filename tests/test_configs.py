@@ -2,8 +2,7 @@
 
 import pytest
 
-from cltune.core import device_values
-from cltune.loader import config
+from cltune.loader import bind, config
 from cltune.core.paths import data_dir
 from tests.fakes import MALI_T860, POCL_AVX2, POCL_AVX512
 
@@ -15,7 +14,7 @@ CONFIGS = sorted(p.stem for p in data_dir("configs").glob("*.toml"))
 def test_bundled_config_loads_and_its_spaces_are_not_empty(name, info):
     # A knob renamed in a family, or a constraint that rules out everything on some device's
     # vector width, would rot a config.
-    cfg = device_values.bind_config(config.load(name), info)
+    cfg = bind.bind_config(config.load(name), info)
     problems = [p for _, _, p in cfg.layers] or [cfg.problem]
     for space in cfg.spaces:
         # The first valid point is enough: listing every one of a large space took 10-14 s.

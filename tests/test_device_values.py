@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from cltune.cli.commands import main
 from cltune.core import device_values
-from cltune.loader import config
+from cltune.loader import bind, config
 from cltune.core.errors import UserError
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
@@ -65,9 +65,9 @@ def test_every_builtin_binds_to_values_its_knobs_accept_at_any_width(width):
 
 def test_bench_suite_binds_to_different_spaces_per_device():
     cfg = config.load("bench_suite")
-    assert device_values.needs_device(cfg)
-    wide = device_values.bind_config(cfg, POCL_AVX512)
-    narrow = device_values.bind_config(cfg, POCL_AVX2)
+    assert bind.needs_device(cfg)
+    wide = bind.bind_config(cfg, POCL_AVX512)
+    narrow = bind.bind_config(cfg, POCL_AVX2)
     vw = {s.family: dict(s.params).get("VW", dict(s.params).get("VEC")) for s in wide.spaces}
     assert set(vw.values()) == {(16,)}
     assert {dict(s.params).get("VW", dict(s.params).get("VEC")) for s in narrow.spaces} == {(8,)}
@@ -80,7 +80,16 @@ def test_bench_suite_binds_to_different_spaces_per_device():
     assert direct.reject_reason(big, layer) is None
     narrow_direct = {s.family: s for s in narrow.spaces}["direct"]
     assert "fits_registers" in narrow_direct.reject_reason({**big, "BLOCK_K": 24, "VEC": 8}, layer)
-    assert device_values.bind_config(wide, POCL_AVX2) == wide  # binding twice is a no-op
+    assert bind.bind_config(wide, POCL_AVX2) == wide  # binding twice is a no-op
+
+
+def test_a_config_is_bound_once():
+    # The bug: `cltune sweep` bound the config (to print the device and size its table), then
+    # tune.run bound it again, resolving every value of every space through its family twice.
+    cfg = config.load("bench_suite")
+    wide = bind.bind_config(cfg, POCL_AVX512)
+    assert cfg.device is None and wide.device == POCL_AVX512
+    assert bind.bind_config(wide, POCL_AVX512) is wide
 
 
 def test_an_unbound_space_refuses_to_enumerate():
@@ -115,7 +124,7 @@ def test_config_errors_name_the_key(tmp_path):
 def test_a_bound_value_the_knob_refuses_is_one_line(tmp_path):
     cfg = config.load(_toml(tmp_path, 'VEC = ["4 * device.vector_width"]'))  # 64 lanes on AVX-512
     with pytest.raises(UserError, match="VEC"):
-        device_values.bind_config(cfg, POCL_AVX512)
+        bind.bind_config(cfg, POCL_AVX512)
 
 
 def test_settings_command_lists_different_spaces_on_two_devices(monkeypatch):

@@ -148,7 +148,7 @@ def test_study_config_settings_are_the_builtins():
 
 def _study_config(info):
     from cltune.loader import config
-    from cltune.core.device_values import bind_config
+    from cltune.loader.bind import bind_config
 
     return bind_config(config.load("direct_study"), info)
 

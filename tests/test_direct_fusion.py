@@ -108,7 +108,7 @@ def test_bench_fusion_spaces_fuse_the_whole_chain_on_every_layer(info):
     # The suite measures fusion: a point that cannot fuse the pool would be skipped by the tuner
     # and the race would compare nothing, so every point must run fully fused on every layer.
     from cltune.loader import config
-    from cltune.core.device_values import bind_config
+    from cltune.loader.bind import bind_config
     from cltune.core.space import problem_env
     from cltune.workloads import epilogue
 

@@ -175,7 +175,8 @@ def test_config_spaces_name_real_knobs_and_values(runner, config):
     # A typo in a space (a knob or value the family lacks) would only surface mid-sweep: loading
     # checks the knobs and constraint names, binding to this device checks its device.* values.
     from cltune.loader import config as cfgmod
-    from cltune.core.device_values import bind_config, bind_setting
+    from cltune.core.device_values import bind_setting
+    from cltune.loader.bind import bind_config
 
     cfg = bind_config(cfgmod.load(config), runner.info)
     assert {s.family for s in cfg.spaces} == set(FAMILIES)

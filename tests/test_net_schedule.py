@@ -213,7 +213,7 @@ def test_the_search_steps_one_knob_away_from_the_best_setting_first():
     """Guards against a search that only draws random points: the built-ins are good, and random
     points of a wide space rarely beat them; the next trial should change one knob of the best."""
     from cltune.loader import config
-    from cltune.core.device_values import bind_config
+    from cltune.loader.bind import bind_config
     from cltune.net.run import task_state
     from cltune.net.schedule import neighbours
     from cltune.workloads import builtin_settings

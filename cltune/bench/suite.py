@@ -154,7 +154,7 @@ def geomean(values) -> float:
 def run(cfg, opts: tune.Options, out_dir: Path, rounds: int = 10, only: set | None = None,
         echo=print, info=None) -> pd.DataFrame:
     """Tune, then race; `info` (the device's DeviceInfo) binds the suite's device.* values."""
-    from ..core.device_values import bind_config
+    from ..loader.bind import bind_config
     from ..measure.backend import in_process
     from ..measure.device import select
     from ..measure.race import torch_at_its_best  # the one set-up of torch for every race

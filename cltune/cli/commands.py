@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from ..core.device_values import bind_config, describe, needs_device
+from ..core.device_values import describe
+from ..loader.bind import bind_config, needs_device
 from ..core.errors import UserError
 from ..search.strategies import STRATEGIES as STRATEGY_NAMES
 from .base import device_option, main, seed_option, time_limit_option, timeout_option, tls_options

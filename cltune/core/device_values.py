@@ -92,34 +92,4 @@ def bind_setting(setting, info):
     """The setting with its device references (a built-in CPU setting's width) replaced."""
     if not any(is_ref(v) for _, v in setting.params):
         return setting
-
     return Setting.make(setting.name, setting.family, bind_params(setting.values, values(info)))
-
-
-def bind_config(cfg, info):
-    """The config with its spaces and settings resolved for this device (a no-op when bound)."""
-    from ..workloads import get_family  # the family registry, a floor up: asked only when a value names a family
-
-    env = values(info)
-    spaces = []
-    for space in cfg.spaces:
-        bound = space.bind(env)
-        family = get_family(bound.family)
-        for key, vals in bound.params:
-            for v in vals:
-                try:
-                    family.resolve({key: v})
-                except UserError as exc:
-                    raise UserError(f"{cfg.path}: space {bound.family} {key} on this device: {exc}") from None
-        spaces.append(bound)
-    settings = []
-    for s in cfg.settings:
-        b = bind_setting(s, info)
-        get_family(b.family).resolve(b.values, f"{cfg.path}: setting {s.name}: ")
-        settings.append(b)
-    return replace(cfg, spaces=tuple(spaces), settings=tuple(settings))
-
-
-def needs_device(cfg) -> bool:
-    """Does the config name device.* values anywhere (spaces, constraints, settings)?"""
-    return any(s.device_refs for s in cfg.spaces) or any(is_ref(v) for s in cfg.settings for _, v in s.params)

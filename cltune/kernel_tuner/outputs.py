@@ -4,7 +4,7 @@ as given)."""
 
 from __future__ import annotations
 
-from ..core.device_values import bind_config
+from ..loader.bind import bind_config
 
 
 def after_one_launch(backend, cfg, arguments) -> list:

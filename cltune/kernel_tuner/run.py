@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.device_values import bind_config
+from ..loader.bind import bind_config
 from ..core.errors import UserError
 from ..core.paths import home, stamped_path
 from ..core.space import Setting

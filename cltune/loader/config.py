@@ -19,6 +19,7 @@ from .config_tables import (  # noqa: F401
     setting_tables,
     space_tables,
 )
+from ..core.device_info import DeviceInfo
 from ..core.errors import UserError
 from ..core.paths import data_dir
 from ..core.problem import Problem
@@ -95,6 +96,7 @@ class Config:
     rerank_per_family: bool = False  # the top `rerank` of each family (`cltune bench`), not overall
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
+    device: DeviceInfo | None = None  # the device its device.* values are bound to (bind.bind_config)
 
     @property
     def search_strategy(self) -> str:

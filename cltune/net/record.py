@@ -11,7 +11,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from ..core.device_values import bind_config
+from ..loader.bind import bind_config
 from ..results import rows as results
 from ..results.nearest import builtins
 from .replay import builtin_only, load_table

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..loader import config as cfgmod
-from ..core.device_values import bind_config
+from ..loader.bind import bind_config
 from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..results import rows as results

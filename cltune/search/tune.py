@@ -15,7 +15,7 @@ from ..core.records import timed
 from ..measure import backend as backend_mod
 from ..results import guard
 from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
-from ..core.device_values import bind_config
+from ..loader.bind import bind_config
 import warnings
 
 
