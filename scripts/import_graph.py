@@ -1,6 +1,7 @@
 """The package's import graph from its source (an ast scan, nothing imported): modules, the
 arrows between them (top-level and function-level imports), the cycles they form, and module
-sizes. `python scripts/import_graph.py` prints the summary; tests/test_layering.py asserts on it.
+sizes, the folders' floors and the back-references between folders that import each other.
+`python scripts/import_graph.py` prints the summary; tests/test_layering.py asserts on it.
 
 A cycle is a strongly connected component of two or more modules. Imports of a package's
 `__init__` stand for the package itself; `from . import x` names module x."""
@@ -123,6 +124,46 @@ def _in_type_checking(tree, node) -> bool:
     return False
 
 
+def folder_of(g: Graph, module: str) -> str:
+    return module if module in g.packages else module.rsplit(".", 1)[0]
+
+
+def floors(g: Graph) -> tuple[list[list[str]], list[tuple[str, str]]]:
+    """The folders in floors, bottom first (a folder's floor: one above the highest folder it imports;
+    folders that import each other share one), and the back-references: module arrows between two
+    folders that import each other, which a floor cannot order."""
+    folders = sorted(g.folders())
+    sub = Graph(modules={f: 0 for f in folders})
+    for a, b in g.arrows():
+        fa, fb = folder_of(g, a), folder_of(g, b)
+        if fa != fb and fb != PACKAGE:  # the package's own __init__ (its version) is below everything
+            sub.edges[(fa, fb)] = "top"
+    rooms = {f: next((c for c in sub.cycles() if f in c), [f]) for f in folders}
+    level: dict = {}
+
+    def floor_of(f, seen=()):
+        key = tuple(rooms[f])
+        if key not in level:
+            below = [floor_of(b, seen + key) for a, b in sub.arrows() if a in key and b not in key
+                     and tuple(rooms[b]) not in seen]
+            level[key] = 1 + max(below, default=-1)
+        return level[key]
+
+    out: dict = {}
+    for f in folders:
+        out.setdefault(floor_of(f), set()).add(" + ".join(rooms[f]) if len(rooms[f]) > 1 else f)
+    mutual = [(a, b) for a, b in g.arrows() if folder_of(g, a) != folder_of(g, b)
+              and len(rooms[folder_of(g, a)]) > 1 and folder_of(g, b) in rooms[folder_of(g, a)]]
+    count: dict = {}
+    for a, b in mutual:
+        key = (folder_of(g, a), folder_of(g, b))
+        count[key] = count.get(key, 0) + 1
+    # of two folders that import each other, the direction with fewer arrows is the one against the floors
+    back = sorted((a, b) for a, b in mutual if count[(folder_of(g, a), folder_of(g, b))]
+                  < count.get((folder_of(g, b), folder_of(g, a)), 0))
+    return [sorted(out[k]) for k in sorted(out)], back
+
+
 def main() -> None:
     g = scan()
     folders = g.folders()
@@ -135,6 +176,14 @@ def main() -> None:
         print(f"cycles ({'top-level imports' if kind else 'all imports'}): {len(cyc)}")
         for c in cyc:
             print("  " + " <-> ".join(c))
+    levels, back = floors(g)
+    between = {(folder_of(g, a), folder_of(g, b)) for a, b in g.arrows() if folder_of(g, a) != folder_of(g, b)}
+    print(f"floors: {len(levels)} (bottom first; folders that import each other share a floor); "
+          f"arrows between folders: {len(between)}")
+    for i, names in enumerate(levels):
+        print(f"  {i}: {', '.join(n.replace('cltune.', '') for n in names)}")
+    print(f"back-references (of two folders that import each other, the fewer arrows): {len(back)}"
+          + "".join(f"\n  {a} -> {b}" for a, b in back))
     big = sorted(((n, m) for m, n in g.modules.items() if n > 300), reverse=True)
     print(f"modules over 300 lines: {len(big)}" + "".join(f"\n  {m}: {n}" for n, m in big))
 
