@@ -10,12 +10,12 @@ import pandas as pd
 from ..results.nearest import default_setting
 
 
-def race_totals(res, opts, cfg) -> tuple[dict, dict, dict]:
+def race_totals(res, opts, cfg) -> dict:
     """Race, all tasks in each round (measure/race.race_groups, as `cltune bench` races its layers),
     each task's finalists (choice.finalists), its untuned default and torch, each with the layer's
     epilogue, torch set up as in every race (race.torch_at_its_best). The finalist with the lowest
-    median is the task's `tuned`. Returns the totals, sum(weight x median ms), the conditions torch
-    ran under, and {task: the setting that won}."""
+    median is the task's `tuned`. Sets res.totals, sum(weight x median ms), res.fastest, the same
+    over each contender's fastest call, and res.conditions (how torch ran); returns {task: winner}."""
     from ..measure.backend import in_process
     from ..measure.race import Contender, race_groups, torch_at_its_best, torch_contender
     from .choice import finalists
@@ -47,14 +47,17 @@ def race_totals(res, opts, cfg) -> tuple[dict, dict, dict]:
                 name = ("tuned" if c.name == f"tuned#{won}" else "finalist") if c.name.startswith("tuned#") else c.name
                 rows.append({"task": st.task.name, "weight": st.task.weight, "contender": name,
                              "family": c.family, "setting": c.setting, "ms_median": med[c.name],
-                             "weighted_ms": st.task.weight * med[c.name]})
+                             "ms_min": min(times[c.name]), "weighted_ms": st.task.weight * med[c.name]})
     finally:
         runner.close()
     df = pd.DataFrame(rows)
     df.to_csv(res.run_dir / "totals.csv", index=False)
     complete = df[df["contender"] != "finalist"].groupby("contender")["task"].nunique() == len(res.states)
-    return ({c: float(df[df["contender"] == c]["weighted_ms"].sum()) for c in complete[complete].index},
-            conditions, winners)
+    whole = {c: df[df["contender"] == c] for c in complete[complete].index}
+    res.totals = {c: float(d["weighted_ms"].sum()) for c, d in whole.items()}
+    res.fastest = {c: float((d["weight"] * d["ms_min"]).sum()) for c, d in whole.items()}
+    res.conditions = conditions
+    return winners
 
 
 def format_table(res) -> str:
@@ -71,12 +74,14 @@ def format_table(res) -> str:
 
         lines.append("side by side in one process (host wall clock, medians of interleaved rounds, "
                      f"each layer's ReLU/pool included; {describe_conditions(res.conditions)}):")
-        tuned = res.totals.get("tuned")
+        tuned, fast = res.totals.get("tuned"), res.fastest.get("tuned")
         for name, label in (("tuned", "tuned (cltune)"), ("default", "untuned built-in defaults"),
                             ("torch", "torch")):
             if name in res.totals:
                 rel = f"  ({res.totals[name] / tuned:.2f}x the tuned)" if tuned and name != "tuned" else ""
-                lines.append(f"  {label:<28} {res.totals[name]:10.3f} ms{rel}")
+                low = (f"; fastest calls {res.fastest[name]:.3f} ms" + (f" ({res.fastest[name] / fast:.2f}x)"
+                       if fast and name != "tuned" else "")) if name in res.fastest else ""
+                lines.append(f"  {label:<28} {res.totals[name]:10.3f} ms{rel}{low}")
         lines.append(agreement(event, res.totals))
     return "\n".join(lines)
 

@@ -64,6 +64,7 @@ class NetResult:
     states: list
     summary: pd.DataFrame
     totals: dict = field(default_factory=dict)  # contender -> sum(weight x median ms)
+    fastest: dict = field(default_factory=dict)  # contender -> sum(weight x fastest call ms): a busy host's floor
     conditions: dict = field(default_factory=dict)  # how torch ran in the race (race.torch_at_its_best)
     measured: int = 0  # settings measured in this process (resumed ones not counted)
     kept: dict = field(default_factory=dict)  # task name -> the Setting it keeps (choice.py)
@@ -109,8 +110,7 @@ def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
     if opts.rounds:  # each task's finalists race; the lowest median is kept (choice.py)
         from .figure import race_totals
 
-        res.totals, res.conditions, winners = race_totals(res, opts, cfg)
-        res.kept.update(winners)
+        res.kept.update(race_totals(res, opts, cfg))
     res.summary = summarize(res.states, res.info, res.kept)
     res.summary.to_csv(res.run_dir / "network.csv", index=False)
     keys = {res.keys[name][ident(s)] for name, s in res.kept.items()}
