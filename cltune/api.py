@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import api_args as checks
-from .core.device_values import bind_params, values
+from .core.device_values import bind_params, values as device_values
 from .core.errors import UserError
 from .core.space import Setting
 from .measure.backend import in_process
@@ -82,7 +82,7 @@ def _resolve_setting(setting, runner, problem):
                         "'best', or a dict of knob values with a 'family' key")
 
     family, params = named[setting]
-    return setting, family, bind_params(params, values(runner.info))
+    return setting, family, bind_params(params, device_values(runner.info))
 
 
 def _runner(device):
