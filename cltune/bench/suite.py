@@ -17,7 +17,7 @@ from ..core.errors import UserError
 from ..core.paths import slug, stamped_path
 from ..core.problem import Problem
 from ..core.records import TIMED
-from ..measure.race import Contender, describe_conditions, numpy_conv2d, race_groups, torch_contender
+from ..measure.race import Contender, best_torch, describe_conditions, numpy_conv2d, race_groups, torch_contenders
 from ..results import rows as results
 from ..results import schema
 from ..search import tune
@@ -109,10 +109,7 @@ def layer_contenders(runner, problem: Problem, finalists: dict, unfused: bool = 
                                  runner.launcher(problem, Setting.make("unfused", family, params)),
                                  family, "unfused", json.dumps(params, sort_keys=True)))
     out.append(Contender("numpy", lambda: numpy_conv2d(problem, x, w, b)))
-    t = torch_contender(problem, x, w, b)
-    if t is not None:
-        out.append(t)
-    return out
+    return out + torch_contenders(problem, x, w, b)  # on one thread per CPU and on one
 
 
 def heat_winners(finalists: dict, times: dict) -> dict[str, int]:
@@ -123,12 +120,14 @@ def heat_winners(finalists: dict, times: dict) -> dict[str, int]:
 
 def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> list[dict]:
     """One row per contender. Contenders are compared by their fastest call (`ms`), as cltune ranks
-    settings by their fastest launch (schema.TIME): a shared machine only ever slows a call down."""
+    settings by their fastest launch (schema.TIME): a shared machine only ever slows a call down;
+    `vs_torch` against torch's faster thread count."""
     from ..workloads import get_family
 
     fastest = {name: min(v) for name, v in times.items()}
     cl = [c for c in contenders if c.family and not c.name.endswith(":unfused")]
     best = min(cl, key=lambda c: fastest[c.name]).name if cl else None
+    torch = best_torch(times, min)  # its faster thread count, by the same statistic
     rows = []
     for c in contenders:
         m = fastest[c.name]
@@ -141,7 +140,7 @@ def summarize(layer: str, kind: str, problem: Problem, contenders, times) -> lis
                      "family": c.family, "setting": c.setting, "params": c.params, "bytes_model": moved,
                      "weight_bytes": weights, "ms": m, "ms_median": statistics.median(times[c.name]),
                      "gflops": problem.flops / (m * 1e6),
-                     "vs_torch": fastest["torch"] / m if "torch" in fastest else math.nan,
+                     "vs_torch": fastest[torch] / m if torch else math.nan,
                      "vs_numpy": fastest["numpy"] / m, "best_cltune": c.name == best})
     return rows
 

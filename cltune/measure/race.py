@@ -39,7 +39,9 @@ def numpy_conv2d(p: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
     return np.ascontiguousarray(epilogue_reference(p, out))
 
 
-def torch_contender(p: Problem, x, w, b) -> Contender | None:
+def torch_contender(p: Problem, x, w, b, threads: int | None = None) -> Contender | None:
+    """torch's conv, then the layer's ReLU/ReLU6 and pool, on `threads` intra-op threads (None: one
+    per CPU), named "torch" on one per CPU, "torch:N" on N."""
     try:
         import torch
     except ImportError:
@@ -71,12 +73,28 @@ def torch_contender(p: Problem, x, w, b) -> Contender | None:
             y = act(y, inplace=True) if act else y
             return F.max_pool2d(y, 2) if p.pool == 2 else y
 
-    n = faster_threads(run, thread_choices())
+    most = thread_choices()[0]
+    n = threads or most
 
     def call():
         torch.set_num_threads(n)  # its own, whatever ran before it
         return run()
-    return Contender("torch", call, setting=f"{n} thread{'s' if n > 1 else ''}")
+    return Contender("torch" if n == most else f"torch:{n}", call, setting=f"{n} thread{'s' if n > 1 else ''}")
+
+
+def torch_contenders(p: Problem, x, w, b) -> list[Contender]:
+    """torch on each thread count of thread_choices(): the race keeps, per layer, the faster
+    (best_torch). On a 2-core VM shared with two busy processes torch's 3x3 conv on [1,256,14,14]
+    had a median of 10.0 ms on 2 threads (fastest 1.27) and 2.3 ms on 1: a parallel region waits for
+    its slowest thread, and a busy host keeps one waiting; on a quiet one 2 threads win."""
+    out = [torch_contender(p, x, w, b, n) for n in thread_choices()]
+    return [c for c in out if c is not None]
+
+
+def best_torch(times: dict, stat: Callable = statistics.median) -> str | None:
+    """The name of the torch contender (thread count) with the lowest `stat` of its calls."""
+    names = [n for n in times if n == "torch" or n.startswith("torch:")]
+    return min(names, key=lambda n: (stat(times[n]), n)) if names else None
 
 
 def thread_choices() -> tuple[int, ...]:
@@ -85,30 +103,6 @@ def thread_choices() -> tuple[int, ...]:
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return tuple(sorted({cpus, 1}, reverse=True))
-
-
-def faster_threads(run: Callable[[], object], choices: tuple[int, ...], rounds: int = 3, block: int = 5,
-                   warm_s: float = 0.03) -> int:
-    """The thread count under which `run` has the lower median, from a few interleaved rounds: on a
-    2-core VM shared with two busy processes, torch's 3x3 conv on [1,256,14,14] had a median of 10.0
-    ms on 2 threads (fastest 1.27) and 2.3 ms on 1 (a parallel region waits for its slowest thread,
-    and a busy host keeps one waiting); on a quiet one 2 threads win. Torch runs the race at its best."""
-    import torch
-
-    if len(choices) < 2:
-        return choices[0]
-    times: dict = {n: [] for n in choices}
-    for _ in range(rounds):
-        for n in choices:
-            torch.set_num_threads(n)
-            end = time.perf_counter() + warm_s
-            while time.perf_counter() < end:
-                run()
-            for _ in range(block):
-                t0 = time.perf_counter()
-                run()
-                times[n].append(time.perf_counter() - t0)
-    return min(choices, key=lambda n: (statistics.median(times[n]), -n))
 
 
 def keep_freed_memory() -> bool:
@@ -133,8 +127,8 @@ def torch_at_its_best() -> dict:
     """The conditions every race gives torch, `cltune bench`'s and `cltune net`'s alike (both call
     this, and only this, before racing): freed memory kept in the process (keep_freed_memory: torch's
     3x3 conv on [1,64,56,56] took 1.75 ms a call without it, 0.95 ms with it, on a 2-core Intel Xeon
-    VM) and one intra-op thread per CPU this process may run on (each torch contender then keeps, per
-    layer, the faster of that and one: torch_contender). Returns what was set, for the race's note."""
+    VM) and one intra-op thread per CPU this process may run on (torch_contenders races that and one
+    thread, and each layer keeps the faster: best_torch). Returns what was set, for the race's note."""
     kept = keep_freed_memory()
     try:
         import torch

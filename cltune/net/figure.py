@@ -9,6 +9,10 @@ import pandas as pd
 
 from ..results.nearest import default_setting
 
+# The contenders of the network's totals; a task's other finalists ("finalist") and torch on its
+# slower thread count ("torch:slower") raced too, and are rows of totals.csv.
+NETWORK = ("tuned", "default", "torch")
+
 
 def race_totals(res, opts, cfg) -> dict:
     """Race, all tasks in each round (measure/race.race_groups, as `cltune bench` races its layers),
@@ -17,7 +21,7 @@ def race_totals(res, opts, cfg) -> dict:
     median is the task's `tuned`. Sets res.totals, sum(weight x median ms), res.fastest, the same
     over each contender's fastest call, and res.conditions (how torch ran); returns {task: winner}."""
     from ..measure.backend import in_process
-    from ..measure.race import Contender, race_groups, torch_at_its_best, torch_contender
+    from ..measure.race import Contender, best_torch, race_groups, torch_at_its_best, torch_contenders
     from .choice import finalists
 
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
@@ -34,17 +38,16 @@ def race_totals(res, opts, cfg) -> dict:
             if default is not None:
                 contenders.append(Contender("default", runner.launcher(p, default), default.family, default.name))
             x, w, b = p.make_inputs(0)
-            torch = torch_contender(p, x, w, b if p.bias else None)
-            if torch is not None:
-                contenders.append(torch)
+            contenders += torch_contenders(p, x, w, b if p.bias else None)
             raced.append((st, final))
             groups.append(contenders)
         for (st, final), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
             med = {c.name: statistics.median(times[c.name]) for c in contenders}
             won = min(range(len(final)), key=lambda i: (med[f"tuned#{i}"], i))
-            winners[st.task.name] = final[won]
+            winners[st.task.name], torch = final[won], best_torch(times)
             for c in contenders:
-                name = ("tuned" if c.name == f"tuned#{won}" else "finalist") if c.name.startswith("tuned#") else c.name
+                name = {f"tuned#{won}": "tuned", torch: "torch"}.get(c.name) or (
+                    "finalist" if c.name.startswith("tuned#") else "torch:slower" if c.name.startswith("torch") else c.name)
                 rows.append({"task": st.task.name, "weight": st.task.weight, "contender": name,
                              "family": c.family, "setting": c.setting, "ms_median": med[c.name],
                              "ms_min": min(times[c.name]), "weighted_ms": st.task.weight * med[c.name]})
@@ -52,7 +55,7 @@ def race_totals(res, opts, cfg) -> dict:
         runner.close()
     df = pd.DataFrame(rows)
     df.to_csv(res.run_dir / "totals.csv", index=False)
-    complete = df[df["contender"] != "finalist"].groupby("contender")["task"].nunique() == len(res.states)
+    complete = df[df["contender"].isin(NETWORK)].groupby("contender")["task"].nunique() == len(res.states)
     whole = {c: df[df["contender"] == c] for c in complete[complete].index}
     res.totals = {c: float(d["weighted_ms"].sum()) for c, d in whole.items()}
     res.fastest = {c: float((d["weight"] * d["ms_min"]).sum()) for c, d in whole.items()}

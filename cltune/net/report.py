@@ -22,8 +22,11 @@ def is_summary(path: str | Path) -> bool:
 
 def totals(df: pd.DataFrame) -> pd.DataFrame:
     """sum(weight x median ms) per contender of a totals.csv, over the tasks every contender ran (a
-    task's finalists that lost its race are not a contender of the network)."""
-    df = df[df["contender"] != "finalist"]
+    task's finalists that lost its race, and torch on its slower thread count, are not contenders
+    of the network)."""
+    from .figure import NETWORK
+
+    df = df[df["contender"].isin(NETWORK)]
     tasks = df.groupby("contender")["task"].nunique()
     whole = tasks[tasks == df["task"].nunique()].index
     out = df[df["contender"].isin(whole)].groupby("contender", sort=False)["weighted_ms"].sum()
