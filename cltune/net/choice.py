@@ -3,7 +3,8 @@ the final race uses, the median. A point's figure is the median of its timed lau
 windows), never its first window (its verification launch, which on PoCL carries the kernel's
 compile for its work-group size: 425-1,560 ms for settings whose launches take 1-3 ms) and never
 one fast launch of a noisy row. The setting a task keeps is its finalists' (each family's best, the
-few best families) lowest median in the final race, else, without a race, the lowest figure."""
+few best families, and its built-in default, which it never runs slower than) lowest median in the
+final race, else, without a race, the lowest figure."""
 
 from __future__ import annotations
 
@@ -45,13 +46,14 @@ def setting_row(steps, setting: Setting) -> dict | None:
 
 
 def finalists(state, k: int = FINALISTS) -> list[Setting]:
-    """The best setting (lowest figure) of each of the task's `k` best families, best first."""
+    """The best setting (lowest figure) of each of the task's `k` best families, then its second
+    best setting overall if not among them, best first: a one-family task (depthwise) has two."""
+    ok = sorted((cost, key) for key, cost in state.tried.items() if cost is not None)
     best: dict = {}
-    for key, cost in state.tried.items():
-        s = state.settings[key]
-        if cost is not None and (s.family not in best or cost < best[s.family][0]):
-            best[s.family] = (cost, s)
-    return [s for _, s in sorted(best.values(), key=lambda t: t[0])][:k]
+    for _, key in ok:
+        best.setdefault(state.settings[key].family, state.settings[key])
+    out = list(best.values())[:k]
+    return out + [state.settings[key] for _, key in ok[1:2] if state.settings[key] not in out]
 
 
 def record_kept(files, keys: set, out=None):

@@ -17,12 +17,13 @@ NETWORK = ("tuned", "default", "torch")
 def race_totals(res, opts, cfg) -> dict:
     """Race, all tasks in each round (measure/race.race_groups, as `cltune bench` races its layers),
     each task's finalists (choice.finalists), its untuned default and torch, each with the layer's
-    epilogue, torch set up as in every race (race.torch_at_its_best). The finalist with the lowest
-    median is the task's `tuned`. Sets res.totals, sum(weight x median ms), res.fastest, the same
+    epilogue, torch set up as in every race (race.torch_at_its_best). The finalist (the default
+    included) with the lowest median is the task's `tuned`. Sets res.totals, sum(weight x median ms), res.fastest, the same
     over each contender's fastest call, and res.conditions (how torch ran); returns {task: winner}."""
     from ..measure.backend import in_process
     from ..measure.race import Contender, best_torch, race_groups, torch_at_its_best, torch_contenders
     from .choice import finalists
+    from .schedule import ident
 
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
     conditions = torch_at_its_best()
@@ -30,12 +31,13 @@ def race_totals(res, opts, cfg) -> dict:
     try:
         raced, groups = [], []
         for st in res.states:
-            p, final = st.task.problem, finalists(st)
-            if not final:
+            p, final, default = st.task.problem, finalists(st), default_setting(st.task.problem, runner.info)
+            final = [s for s in final if default is None or ident(s) != ident(default)]
+            if not final and default is None:
                 continue
             contenders = [Contender(f"tuned#{i}", runner.launcher(p, s), s.family, s.name) for i, s in enumerate(final)]
-            default = default_setting(p, runner.info)
-            if default is not None:
+            if default is not None:  # a finalist too: a task never keeps a setting slower than its default
+                final.append(default)
                 contenders.append(Contender("default", runner.launcher(p, default), default.family, default.name))
             x, w, b = p.make_inputs(0)
             contenders += torch_contenders(p, x, w, b if p.bias else None)
@@ -43,14 +45,22 @@ def race_totals(res, opts, cfg) -> dict:
             groups.append(contenders)
         for (st, final), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
             med = {c.name: statistics.median(times[c.name]) for c in contenders}
-            won = min(range(len(final)), key=lambda i: (med[f"tuned#{i}"], i))
+            names = [c.name for c in contenders[:len(final)]]  # tuned#0 ... and "default" last
+            won = min(range(len(final)), key=lambda i: (med[names[i]], i))
             winners[st.task.name], torch = final[won], best_torch(times)
+
+            def row(name, c):
+                return {"task": st.task.name, "weight": st.task.weight, "contender": name, "family": c.family,
+                        "setting": c.setting, "ms_median": med[c.name], "ms_min": min(times[c.name]),
+                        "weighted_ms": st.task.weight * med[c.name]}
             for c in contenders:
-                name = {f"tuned#{won}": "tuned", torch: "torch"}.get(c.name) or (
-                    "finalist" if c.name.startswith("tuned#") else "torch:slower" if c.name.startswith("torch") else c.name)
-                rows.append({"task": st.task.name, "weight": st.task.weight, "contender": name,
-                             "family": c.family, "setting": c.setting, "ms_median": med[c.name],
-                             "ms_min": min(times[c.name]), "weighted_ms": st.task.weight * med[c.name]})
+                if c.name.startswith("tuned#"):
+                    rows.append(row("tuned" if c is contenders[won] else "finalist", c))
+                else:
+                    rows.append(row("torch" if c.name == torch else "torch:slower" if c.name.startswith("torch")
+                                    else c.name, c))
+            if names[won] == "default":  # the default won its task's race: it is the tuned setting too
+                rows.append(row("tuned", contenders[won]))
     finally:
         runner.close()
     df = pd.DataFrame(rows)
