@@ -41,7 +41,8 @@ def test_net_on_an_onnx_model_prints_the_table_and_three_totals(tmp_path, monkey
         assert line in text
     summary = pd.read_csv(out / "network.csv")
     assert list(summary["kind"]) == ["dense", "depthwise"] and (summary["ms"] > 0).all()
-    assert set(pd.read_csv(out / "totals.csv")["contender"]) == {"tuned", "default"} | ({"torch"} if HAS_TORCH else set())
+    raced, network = set(pd.read_csv(out / "totals.csv")["contender"]), {"tuned", "default"} | ({"torch"} if HAS_TORCH else set())
+    assert network <= raced and raced - network <= {"finalist", "torch:slower"}  # the rows that lost their layer's race
     from cltune.results import store
 
     assert {e["problem"] for e in store.all_best()} == set(summary["problem"])
