@@ -14,6 +14,7 @@ from pathlib import Path
 from ..loader.bind import bind_config
 from ..results import rows as results
 from ..results.nearest import builtins
+from .choice import row_ms, setting_row, settle
 from .replay import builtin_only, load_table
 from .run import NetOptions, _run_dir, open_sessions, task_state
 from .schedule import ident, transfer_candidates
@@ -44,7 +45,11 @@ def record(net: Network, cfg, backend, table: str | Path, points: int | None, se
                 echo(f"time limit reached after {measured()} settings; run again to continue")
                 break
             before = measured()
-            st.add(setting, sessions[st.task.name].evaluate(setting, (), phase).cost)
+            steps = sessions[st.task.name]
+            steps.evaluate(setting, (), phase)
+            settle(steps)  # the climb steps from settled figures, as a live run's search does
+            row = setting_row(steps, setting)
+            st.add(setting, row_ms(row) if row else None)
             if measured() > before and measured() % 50 == 0:
                 echo(f"[{measured()} measured] {phase} {st.task.name} {setting.name}")
     return measured()  # the points that waited for windows too
