@@ -8,7 +8,7 @@ import json
 from click.testing import CliRunner
 
 from cltune.cli.commands import main
-from cltune.results.recorded import Point, Recorded
+from cltune.results.recorded import Point, Recorded, load
 from cltune.search import replay
 
 
@@ -59,3 +59,22 @@ def test_replay_prints_the_worst_seed_and_the_peers_best(tmp_path):
     assert "worst seed" in res.output
     last = [line for line in res.output.splitlines() if line.startswith("peers best")][0]
     assert "0.600 genetic_algo" in last and "0.700 random_sampl" in last
+
+
+def test_replay_first_seed_runs_the_held_out_seeds(tmp_path):
+    """Guards against a replay that can only score seeds 0..N-1, the seeds every change so far was
+    designed on: `--first-seed 20` replays seeds 20..39, and seed 20 is the same run either way."""
+    space = tmp_path / "space.json"
+    params = {"a": list(range(8)), "b": list(range(8))}
+    cache = {f"{a},{b}": {"a": a, "b": b, "time": 1.0 + a * b % 5, "compile_time": 1.0, "benchmark_time": 1.0}
+             for a in range(8) for b in range(8)}
+    space.write_text(json.dumps({"kernel_name": "k", "tune_params_keys": ["a", "b"], "tune_params": params,
+                                 "problem_size": [1], "cache": cache}))
+    out = tmp_path / "trace.csv"
+    res = CliRunner().invoke(main, ["replay", str(space), "--strategy", "random", "--seeds", "2", "--first-seed", "20",
+                                    "--budget", "10", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    seeds = {line.split(",")[1] for line in out.read_text().splitlines()[1:]}
+    assert seeds == {"20", "21"}
+    again = replay.run_all(load(str(space)), ["random"], 1, 10, None, first=20)[0]
+    assert again.seed == 20 and again.times == replay.replay(load(str(space)), "random", 20, 10).times

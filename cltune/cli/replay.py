@@ -16,6 +16,8 @@ from .base import Seconds, main
 @click.option("--budget", type=click.IntRange(min=1), default=200, show_default=True,
               help="Distinct points each run measures.")
 @click.option("--seeds", type=click.IntRange(min=1), default=20, show_default=True, help="Runs per strategy.")
+@click.option("--first-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seeds FIRST..FIRST+SEEDS-1: seeds a change was not designed on, to check it held out.")
 @click.option("--time", "seconds", type=Seconds(), default=None,
               help="Cut each run at this many seconds of the points' recorded compile and benchmark time "
                    "instead of --budget.")
@@ -25,7 +27,7 @@ from .base import Seconds, main
 @click.option("--peers", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Kernel Tuner's scores on SPACE, as shared/peers/kernel_tuner/kt_sim.py prints them: "
                    "their best strategy at each budget is printed beside.")
-def replay(space, strategies, budget, seeds, seconds, out, peers):
+def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers):
     """Replay SPACE (a Kernel Tuner cache .json/.json.gz, T4 results JSON, or a cltune results CSV of an
     exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
     import csv
@@ -41,7 +43,7 @@ def replay(space, strategies, budget, seeds, seconds, out, peers):
     recorded = load(space)
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
-    traces = run_all(recorded, strategies, seeds, limit, seconds)
+    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed)
     longest = max(len(t.times) for t in traces)
     budgets = [b for b in BUDGETS if b < longest] + [longest]
     scores = read_peers(Path(peers).read_text()) if peers else None

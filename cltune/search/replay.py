@@ -198,16 +198,17 @@ def rows_of(traces: list[Trace]) -> list[dict]:
 
 
 def run_all(recorded: Recorded, strategies, seeds: int, budget: int | None, seconds: float | None,
-            on_trace: Callable[[Trace], None] = lambda t: None) -> list[Trace]:
-    """Each strategy on seeds 0..seeds-1. numpy's BLAS on one thread: the GP's matrices are too small
-    to share out, and on a busy 2-core VM its threads fighting made a 200-point seed of the A100
-    convolution space take 25 s instead of 9 (2026-12-04)."""
+            on_trace: Callable[[Trace], None] = lambda t: None, first: int = 0) -> list[Trace]:
+    """Each strategy on seeds first..first+seeds-1 (`first`: seeds a change was not designed on).
+    numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
+    VM its threads fighting made a 200-point seed of the A100 convolution space take 25 s instead
+    of 9 (2026-12-04)."""
     from threadpoolctl import threadpool_limits
 
     traces = []
     with threadpool_limits(1, user_api="blas"):
         for strategy in strategies:
-            for seed in range(seeds):
+            for seed in range(first, first + seeds):
                 trace = replay(recorded, strategy, seed, budget, seconds)
                 on_trace(trace)
                 traces.append(trace)
