@@ -43,26 +43,10 @@ class Encoding:
             self.onehot[np.arange(n), self.offsets[j] + self.index[:, j]] = 1.0
         self.ordinal = self.index / np.maximum(self.card - 1, 1)
         self._rows = {tuple(r): i for i, r in enumerate(self.index.tolist())}
-        # Derived features, each with its own weights: per numeric knob mixing powers of two and
-        # other values, whether a value is a power of two.
-        extra = []
-        if FEATURES:
-            for j, (_, values) in enumerate(knobs):
-                flags = [_pow2(v) for v in values]
-                if None not in flags and 0 < sum(flags) < len(flags):
-                    extra.append(np.array(flags, dtype=int)[self.index[:, j]])
-        self.fcard = np.r_[self.card, [2] * len(extra)].astype(int)
-        if extra:
-            f = np.stack(extra, axis=1)
-            eo = np.zeros((n, 2 * len(extra)))
-            for k in range(len(extra)):
-                eo[np.arange(n), 2 * k + f[:, k]] = 1.0
-            self.onehot = np.concatenate([self.onehot, eo], axis=1)
-            self.ordinal = np.concatenate([self.ordinal, f.astype(float)], axis=1)
 
     @property
     def dims(self) -> int:
-        return len(self.fcard)
+        return len(self.names)
 
     def neighbours(self, i: int) -> list[int]:
         row, out = self.index[i].tolist(), []
@@ -78,23 +62,13 @@ class Encoding:
         return out
 
 
-FEATURES = True
-
-
-def _pow2(v):
-    """True/False for a positive integer value, None for anything else."""
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        return None
-    return v & (v - 1) == 0
-
-
 def _hashable(v):
     return tuple(v) if isinstance(v, list) else v
 
 
 def gram(enc: Encoding, a, b, w, v) -> np.ndarray:
     """exp(-(sum_j w_j [a_j != b_j] + sum_j v_j (pos_a_j - pos_b_j)^2)) between point sets a and b."""
-    same = (enc.onehot[a] * np.repeat(w, enc.fcard)) @ enc.onehot[b].T
+    same = (enc.onehot[a] * np.repeat(w, enc.card)) @ enc.onehot[b].T
     oa, ob = enc.ordinal[a] * np.sqrt(v), enc.ordinal[b] * np.sqrt(v)
     sq = (oa * oa).sum(1)[:, None] + (ob * ob).sum(1)[None, :] - 2.0 * oa @ ob.T
     return np.exp(-(w.sum() - same + np.maximum(sq, 0.0)))
