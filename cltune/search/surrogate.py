@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from statistics import NormalDist
 
 import numpy as np
 
 GRID = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)  # each knob's weights are chosen from these
 NOISE = 1e-2  # of the standardized log time: repeat measurements differ by about a percent
+_NORMAL = NormalDist()
 
 
 class Encoding:
@@ -110,17 +112,23 @@ class GP:
 
 
 CAP = 0.5  # log times above this quantile of those measured are modelled as that quantile
+COPULA_UNTIL = 45  # below this many measured points the GP fits the normal scores of their ranks
 
 
 def standardized_log(times) -> np.ndarray:
-    """The log times, those slower than the median cut to it, standardized. How much slower a
-    slow point is says little about where the fastest are, and its large values would dominate
-    the fit: with the cut, the weights follow the knobs that separate fast points from the rest.
-    Replayed on the hub's convolution spaces (20 seeds), the median fraction of the optimum at 100
-    points rose from 0.93 to 1.00 (A100) and 0.90 to 1.00 (A4000), at 50 on MI250X from 0.68 to
-    0.98 (docs/tuning.md)."""
+    """What the time GP fits, standardized. From COPULA_UNTIL points on: the log times, those
+    slower than the median cut to it. How much slower a slow point is says little about where the
+    fastest are, and its large values would dominate the fit: with the cut, the weights follow the
+    knobs that separate fast points from the rest (hub conv spaces, 20 seeds: A100 0.93 -> 1.00 at
+    100 points). Before: the normal scores of the times' ranks (a Gaussian copula, as HEBO warps its
+    outputs), which keep the order among the slow points too: on 40 seeds, A100 0.745 -> 0.771 and
+    MI250X 0.980 -> 0.993 at 50 points, 19 -> 16 A100 seeds under 0.9 at 100 (docs/tuning.md)."""
     y = np.log(np.asarray(times, dtype=float))
-    y = np.minimum(y, np.quantile(y, CAP))
+    if len(y) < COPULA_UNTIL:
+        ranks = np.argsort(np.argsort(y, kind="stable"), kind="stable")
+        y = np.array([_NORMAL.inv_cdf((r + 0.5) / len(y)) for r in ranks])
+    else:
+        y = np.minimum(y, np.quantile(y, CAP))
     return (y - y.mean()) / (y.std() + 1e-9)
 
 
