@@ -57,12 +57,12 @@ KNOBS = ("MACROS", "UNROLL", "MATH", "LWS_X", "LWS_Y")
 
 
 # Kernel Tuner's side (runs in a child process) ----------------------------------------------------
-def kt_child(out: Path, device: int, iterations: int, cfg_name: str = "kt_compare") -> None:
-    """Tune the config's space (conv2d over KNOBS) with Kernel Tuner; write its results as JSON."""
+def kt_conv_task(cfg_name: str = "kt_compare") -> tuple[dict, callable]:
+    """Kernel Tuner's `tune_kernel` arguments for the config's conv2d space over KNOBS (the same
+    source, defines, inputs, local sizes and float64 reference as cltune's conv2d family), and a
+    function that turns one of its result rows into cltune's knob values."""
     import numpy as np
-    from kernel_tuner import tune_kernel
 
-    from cltune.measure import device as dev
     from cltune.core.problem import reference_conv2d
     from cltune.workloads import get_family
     from cltune.workloads.conv2d import MACRO_STEPS, MATH_CODES, problem_macros
@@ -89,23 +89,38 @@ def kt_child(out: Path, device: int, iterations: int, cfg_name: str = "kt_compar
         p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w)]
     answer = [None] * len(args)
     answer[3] = expected.ravel()
+    codes = {v: k for k, v in MATH_CODES.items()}
+    task = dict(kernel_name="conv2d", kernel_source=source, problem_size=(p.out_w, p.out_h, p.batch * p.out_c),
+                arguments=args, tune_params=tune_params, block_size_names=["LWS_X", "LWS_Y", "LWS_Z"],
+                restrictions=restrictions, answer=answer, atol=cfg.atol, compiler_options=["-cl-std=CL1.2"])
+    return task, lambda r: {k: (codes[r[k]] if k == "MATH" else int(r[k])) for k in KNOBS}
+
+
+def kt_device(device: int) -> dict:
+    """Kernel Tuner's platform and device numbers of cltune's flat device index."""
+    import pyopencl as cl
+
+    from cltune.measure import device as dev
 
     platform, device_obj = dev.all_devices()[device]
-    pi = [q.name for q in __import__("pyopencl").get_platforms()].index(platform.name)
+    pi = [q.name for q in cl.get_platforms()].index(platform.name)
     di = [d.int_ptr for d in platform.get_devices()].index(device_obj.int_ptr)
-    res, _ = tune_kernel("conv2d", source, (p.out_w, p.out_h, p.batch * p.out_c), args, tune_params,
-                         lang="OpenCL", platform=pi, device=di, block_size_names=["LWS_X", "LWS_Y", "LWS_Z"],
-                         restrictions=restrictions, answer=answer, atol=cfg.atol, iterations=iterations,
-                         compiler_options=["-cl-std=CL1.2"], strategy="brute_force", cache=None,
+    return {"lang": "OpenCL", "platform": pi, "device": di}
+
+
+def kt_child(out: Path, device: int, iterations: int, cfg_name: str = "kt_compare") -> None:
+    """Tune the config's space (conv2d over KNOBS) with Kernel Tuner; write its results as JSON."""
+    from kernel_tuner import tune_kernel
+
+    task, knobs = kt_conv_task(cfg_name)
+    res, _ = tune_kernel(**task, **kt_device(device), iterations=iterations, strategy="brute_force", cache=None,
                          verbose=False, quiet=True)
-    codes = {v: k for k, v in MATH_CODES.items()}
     rows = []
     for r in res:
         if "__error__" in r or not isinstance(r.get("time"), (int, float)):
             continue
         times = [float(t) for t in r.get("times") or [r["time"]]]
-        rows.append({**{k: (codes[r[k]] if k == "MATH" else int(r[k])) for k in KNOBS},
-                     "ms": statistics.fmean(times), "samples": times})  # Kernel Tuner's "time": the mean
+        rows.append({**knobs(r), "ms": statistics.fmean(times), "samples": times})  # Kernel Tuner's "time": the mean
     out.write_text(json.dumps(rows))
 
 
