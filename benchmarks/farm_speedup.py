@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cltune.loader import config
 from cltune.farm import cluster as farm
-from cltune.search import tune  # noqa: E402
+from cltune.drive import tune  # noqa: E402
 from cltune.farm.backend import FarmBackend  # noqa: E402
 
 

@@ -86,7 +86,7 @@ def _points(text: str) -> list[int]:
 
 def _backend(device, seed):
     from cltune.loader import config
-    from cltune.search import tune
+    from cltune.drive import tune
 
     cfg = config.load("net_spaces")
     backend = tune.open_backend(cfg, tune.Options(device=device, seed=seed))
@@ -205,7 +205,7 @@ def live_mode(args):
     from cltune.net.tables import load
     from cltune.net.tasks import make_tasks
     from cltune.core.records import Status
-    from cltune.search.sweep import Budget
+    from cltune.drive.sweep import Budget
     from cltune.loader.bind import bind_config
 
     extras = _points(args.extra)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cltune.loader import config
 from cltune.results import rows as results, schema
-from cltune.search import tune  # noqa: E402
+from cltune.drive import tune  # noqa: E402
 from kernel_tuner_compare import spearman  # noqa: E402  (this folder is the script's sys.path[0])
 
 

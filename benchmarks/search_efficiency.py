@@ -11,7 +11,7 @@ space). Default: the FAIR Benchmark Hub's six spaces in ../shared/peers/benchmar
 are there, else tests/fixtures/hub/.
 
 For each space, each strategy and each seed 0..seeds-1: the distinct points it measures, in order
-(cltune's through `cltune.search.replay`, the sweep's own loop; Kernel Tuner's in its simulation
+(cltune's through `cltune.drive.replay`, the sweep's own loop; Kernel Tuner's in its simulation
 mode, restricted to the recorded points, seeded through `random` and `numpy.random`). Printed per
 strategy: the median over seeds of optimum time / best time found within each budget, with its
 quartiles; the evaluations to 90% and 95% of the optimum (median); the share of failed points it
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cltune.results import recorded as rec  # noqa: E402
-from cltune.search import replay  # noqa: E402
+from cltune.drive import replay  # noqa: E402
 
 HUB = ROOT.parent / "shared" / "peers" / "benchmark_hub"
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "dual_annealing", "simulated_annealing", "pso", "mls",

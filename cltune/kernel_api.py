@@ -39,7 +39,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     expression strings or a function of the knob dict, `iterations` a fixed number of timed
     launches a setting (each in run_ms_samples). Returns (rows as a DataFrame, with each knob and
     `time` (ms, the fastest launch) as columns; an environment dict)."""
-    from .search import tune  # pandas (1.1 s) comes with it: imported on first use
+    from .drive import tune  # pandas (1.1 s) comes with it: imported on first use
 
     cfg = kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=grid_div_x,
                         grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,

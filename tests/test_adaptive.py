@@ -12,8 +12,8 @@ from cltune.loader import config
 from cltune.core.records import Round, Timing
 from cltune.measure.runner import DEVICE_WARMUP_MS, Runner
 from cltune.results import rows as results
-from cltune.search import tune
-from cltune.search.sweep import Budget, Outcome, Sweep
+from cltune.drive import tune
+from cltune.drive.sweep import Budget, Outcome, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
 

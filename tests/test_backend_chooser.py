@@ -7,7 +7,7 @@ import pytest
 from cltune.core.errors import UserError
 from cltune.measure import backend
 from cltune.results import rows as results
-from cltune.search import tune
+from cltune.drive import tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config

@@ -18,7 +18,7 @@ from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.records import Round
 from cltune.results import rows as results
-from cltune.search import tune
+from cltune.drive import tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
@@ -50,7 +50,7 @@ def test_ctrl_c_in_a_sweep_is_one_line_naming_the_rows_kept_and_the_resume(tmp_p
 
 def test_ctrl_c_in_a_network_run_names_its_folder_and_how_to_go_on(tmp_path, monkeypatch):
     from cltune.cli.commands import main
-    from cltune.search import tune as tunemod
+    from cltune.drive import tune as tunemod
 
     from .test_net_schedule import NetFake
 
@@ -115,7 +115,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_rows_before(tmp_path, monkeypa
 
 def test_the_table_and_the_best_line_speak_of_the_fastest_launch(capsys):
     from cltune.cli import table
-    from cltune.search.session import Result
+    from cltune.drive.session import Result
 
     row = {"setting": "mad", "status": "ok", "error": "", "run_ms_min": 266.474, "run_ms_median": 320.5,
            "queue_ms_median": 0.01, "submit_ms_median": 0.02, "total_ms_median": 321.0, "gflops": 5.99,

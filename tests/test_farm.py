@@ -16,7 +16,7 @@ import pytest
 from cltune.core.records import Status
 from cltune.measure.protocol import Capabilities
 from cltune.results import rows as results
-from cltune.search import tune
+from cltune.drive import tune
 
 from .conftest import expected_rerank
 from .fakes import FakeBackend

@@ -19,7 +19,7 @@ from cltune.cli.commands import main
 from cltune.core.errors import UserError
 from cltune.farm import certs
 from cltune.farm import tls as farm_tls
-from cltune.search import tune
+from cltune.drive import tune
 
 from .fakes import FakeBackend
 from .test_farm_cli import free_port, start, stop

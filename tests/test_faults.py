@@ -17,7 +17,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.measure.worker import WorkerRunner
 from cltune.results import rows as results
-from cltune.search import tune
+from cltune.drive import tune
 
 MODULES = ("tests.fault_family",)
 

@@ -13,7 +13,7 @@ from cltune.core.errors import UserError
 from cltune.core.records import Status
 from cltune.measure.backend import FIRST_POINT_TIMEOUT_S
 from cltune.results import rows as results
-from cltune.search import tune
+from cltune.drive import tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
@@ -171,7 +171,7 @@ def local_config(tmp_path, wgs) -> Path:
 
 def test_a_negative_local_size_is_refused_before_building_never_a_row(tmp_path):
     # The bug: an `error` row (ExprError from the launch plan) that a resume kept as measured.
-    from cltune.search.tune import RefusedPoints
+    from cltune.drive.tune import RefusedPoints
 
     cfg = config.load(str(local_config(tmp_path, [8, 32])))
     with pytest.warns(RefusedPoints, match=r"kernel.arg\[4\].local \(scratch\) = WG \* 4 - 100 is -68, "

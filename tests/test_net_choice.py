@@ -155,7 +155,7 @@ def test_bench_and_net_race_torch_under_the_one_set_up(monkeypatch, tmp_path):
     from cltune.loader import config as cfgmod
     from cltune.measure import backend, race
     from cltune.net import figure
-    from cltune.search import tune
+    from cltune.drive import tune
 
     class Before(Exception):
         pass
@@ -225,7 +225,7 @@ def test_a_family_close_behind_gets_its_space_searched_not_only_its_builtins():
     from cltune.core.space import Setting
     from cltune.net.schedule import Scheduler, TaskState
     from cltune.net.tasks import make_tasks
-    from cltune.search.sweep import Budget
+    from cltune.drive.sweep import Budget
 
     knob = {"implicit_gemm": ("TM", (8, 16)), "winograd": ("TM", (2, 4)), "direct": ("BLOCK_W", (2, 4))}
 
@@ -259,7 +259,7 @@ def test_a_tasks_new_best_is_tried_at_once_on_the_tasks_of_similar_shape():
     from cltune.core.space import Setting
     from cltune.net.schedule import Scheduler, TaskState
     from cltune.net.tasks import make_tasks
-    from cltune.search.sweep import Budget
+    from cltune.drive.sweep import Budget
 
     def s(tm):
         return Setting.make(f"w{tm}", "winograd", {"TM": tm})

@@ -12,7 +12,7 @@ from cltune.net import run as netrun
 from cltune.net.schedule import Scheduler, TaskState, distance, transfer_candidates
 from cltune.net.tables import Layer, Network
 from cltune.net.tasks import make_tasks
-from cltune.search.sweep import Budget
+from cltune.drive.sweep import Budget
 from tests.fakes import POCL_AVX2, FakeBackend
 
 
@@ -248,7 +248,7 @@ def test_a_setting_that_spells_out_a_default_is_not_measured_again():
 def test_network_tasks_are_timed_by_the_sweeps_rules(tmp_path):
     """Guards against `cltune net` building its own sweep with the config's timing as-is: no
     incumbent, so adaptive repeats never stopped a slow setting early, and no timing windows. Each
-    task now measures through a session (search/session.py), as `cltune sweep` does."""
+    task now measures through a session (drive/session.py), as `cltune sweep` does."""
     timings = []
 
     @dataclass

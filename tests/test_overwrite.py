@@ -15,7 +15,7 @@ from cltune.cli.commands import main
 from cltune.core.errors import UserError
 from cltune.net.report import SUMMARY_COLUMNS
 from cltune.results import guard, schema, store
-from cltune.search import tune
+from cltune.drive import tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config
@@ -233,7 +233,7 @@ def test_net_refuses_a_folder_of_other_results_and_results_as_its_database(runs,
 
 
 def test_sweep_out_still_refuses_a_file_that_holds_results(runs):
-    """The check sweep had before the others (search/tune.check_options); kept."""
+    """The check sweep had before the others (drive/tune.check_options); kept."""
     _, b = runs
     refused(["sweep", "quick", "--out", b], b, says=f"{b}: already holds results")
 

@@ -12,7 +12,7 @@ from cltune.cli.commands import main
 from cltune.core.errors import UserError
 from cltune.results import recorded
 from cltune.results import rows as results
-from cltune.search import replay, tune
+from cltune.drive import replay, tune
 
 from .fakes import FakeBackend
 from .test_tuning import make_config

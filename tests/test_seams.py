@@ -9,7 +9,7 @@ from cltune.core.space import Setting
 from cltune.results import csvfile as resultsfile
 from cltune.results import rows as results
 from cltune.results import schema
-from cltune.search import tune
+from cltune.drive import tune
 from cltune.workloads import get_family
 
 from .fakes import FakeBackend

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from cltune.cli.commands import main
 from cltune.results.recorded import Point, Recorded, load
-from cltune.search import replay
+from cltune.drive import replay
 
 
 def plateau() -> Recorded:

@@ -15,7 +15,7 @@ from cltune.core.errors import UserError
 from cltune.core.records import Status
 from cltune.results import rows as results
 from cltune.results import schema
-from cltune.search import tune
+from cltune.drive import tune
 
 from .fakes import FAKE_INFO, FakeBackend
 from .test_tuning import make_config

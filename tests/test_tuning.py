@@ -6,8 +6,8 @@ from cltune.loader import config
 from cltune.core.records import Status
 from cltune.results import best, store
 from cltune.results import rows as results
-from cltune.search import tune
-from cltune.search.sweep import Budget, Sweep
+from cltune.drive import tune
+from cltune.drive.sweep import Budget, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
 
@@ -134,7 +134,7 @@ def test_exhaustive_takes_every_point_in_a_seeded_order_not_the_listing():
 
 
 def _outcome(m):
-    from cltune.search.sweep import Outcome
+    from cltune.drive.sweep import Outcome
 
     return Outcome(m.setting, str(m.status), m.rounds[0].run_ms if m.rounds else None)
 
@@ -215,7 +215,7 @@ def test_rerank_takes_the_points_close_behind_the_fastest_up_to_rerank_max(tmp_p
 
 
 def test_a_wider_rerank_shares_out_the_same_rounds():
-    from cltune.search.session import rerank_rounds
+    from cltune.drive.session import rerank_rounds
 
     assert rerank_rounds(10, 3, 3) == rerank_rounds(10, 3, 2) == 10  # the top 3 alone: each its rounds
     assert rerank_rounds(10, 3, 8) == 4  # 30 rounds over 8 points, rounded up

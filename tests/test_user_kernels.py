@@ -14,7 +14,7 @@ from cltune.loader import config
 from cltune.core.errors import UserError
 from cltune.core.space import Setting
 from cltune.results import rows as results
-from cltune.search import tune
+from cltune.drive import tune
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SMALL = {"sgemm/sgemm.toml": {"M": 64, "N": 64, "K": 64},
@@ -356,7 +356,7 @@ def test_tune_kernel_refuses_bad_arguments_in_one_line():
 def test_a_global_size_the_local_size_does_not_divide_is_refused_once_never_launched(tmp_path):
     """Guards against such a point reaching clEnqueueNDRangeKernel (CL_INVALID_WORK_GROUP_SIZE, a
     launch_error row per point) or being refused silently."""
-    from cltune.search.tune import RefusedPoints
+    from cltune.drive.tune import RefusedPoints
 
     path = write_config(tmp_path, modes=(0,))
     path.write_text(path.read_text().replace('global_size = ["(N + WG - 1) // WG * WG"]', 'global_size = ["N"]')

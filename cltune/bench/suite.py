@@ -20,7 +20,7 @@ from ..core.records import TIMED
 from ..measure.race import Contender, best_torch, describe_conditions, numpy_conv2d, race_groups, torch_contenders
 from ..results import rows as results
 from ..results import schema
-from ..search import tune
+from ..drive import tune
 
 # The settings of each family re-measured, interleaved, before the race. A slow phase of a shared
 # machine can cover a whole family's search (winograd on resnet18_conv2: its best setting timed 0.92

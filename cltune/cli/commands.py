@@ -131,7 +131,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from ..loader import config as cfgmod
     from ..measure.backend import farm_spec
-    from ..search import tune
+    from ..drive import tune
 
     cfg = cfgmod.load(config)
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
@@ -153,7 +153,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
 
 
 def _local_sweep(cfg, opts):
-    from ..search import tune
+    from ..drive import tune
 
     backend = tune.open_backend(cfg, opts)
     try:
@@ -221,7 +221,7 @@ def bench(config, device, layers, budget, strategy, rounds, out, resume):
     """Tune each family on each layer of a suite, then race the winners against numpy and torch."""
     from ..bench import suite as benchmod
     from ..loader import config as cfgmod
-    from ..search import tune
+    from ..drive import tune
 
     cfg = cfgmod.load(config)
     only = benchmod.chosen_layers(cfg, layers)

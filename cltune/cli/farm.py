@@ -59,7 +59,7 @@ def farm_sweep(cfg, opts) -> None:
     from ..farm import sweep as farm
     from ..farm.cluster import check_spec
     from ..farm.tls import access
-    from ..search import tune
+    from ..drive import tune
 
     spec = check_spec(opts.farm, "$" + FARM_ENV if os.environ.get(FARM_ENV) == opts.farm else "--farm")
     if not spec.startswith("local:"):  # refused (plain tcp beyond loopback, bad credentials) before anything

@@ -36,7 +36,7 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers):
     from ..loader.config import SEARCH_STRATEGY
     from ..results.guard import check_output
     from ..results.recorded import load
-    from ..search.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize
+    from ..drive.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize
 
     if out:
         check_output(out, [space])

@@ -14,7 +14,7 @@ from ..core.paths import slug
 from ..measure.backend import open_backend
 from ..results import schema
 from ..results.csvfile import header_identity, read
-from ..search import tune
+from ..drive import tune
 from .cluster import GRACE_S, Farm, Kind
 from .tls import access
 

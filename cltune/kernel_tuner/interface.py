@@ -102,7 +102,7 @@ def _environment(run, cfg, call: dict, started: float) -> dict:
 
 def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, iterations, budget, time_limit,
              seed, parallel, strategy, verify, tune_params):
-    from ..search import tune  # pandas (1.1 s) comes with it: imported on first use
+    from ..drive import tune  # pandas (1.1 s) comes with it: imported on first use
 
     spec = opt.farm(parallel, strategy)
     opts = tune.Options(device=opt.device_index(platform, device), repeat=iterations, budget=budget,

@@ -15,7 +15,7 @@ from ..core.errors import UserError
 from ..core.paths import home, stamped_path
 from ..core.space import Setting
 from ..search.strategies import BudgetExhausted, Search, get
-from ..search.sweep import Outcome
+from ..drive.sweep import Outcome
 from .cache import cache_key
 from .results import InvalidConfig, ranking, to_result
 
@@ -40,8 +40,8 @@ def results_folder() -> Path:
 
 def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_params: dict) -> Run:
     """Open the device, search, re-rank; each search row becomes a result (printed, cached)."""
-    from ..search import tune  # pandas (1.1 s) comes with it: imported on first use
-    from ..search.session import session  # pandas (1.1 s) comes with it: imported on first use
+    from ..drive import tune  # pandas (1.1 s) comes with it: imported on first use
+    from ..drive.session import session  # pandas (1.1 s) comes with it: imported on first use
 
     cfg = cfg.with_overrides(opts)
     tune.check_options(opts)

@@ -24,7 +24,7 @@ from ..core.space import Setting
 from ..results import rows as results
 from ..results import schema
 from ..results.nearest import problem_from_key
-from ..search.sweep import Budget
+from ..drive.sweep import Budget
 from .schedule import DEFAULT_SEARCH, Scheduler, TaskState, ident, network_ms, own_order
 from .tasks import Task
 

@@ -25,9 +25,9 @@ from ..results import rows as results
 from ..results import store
 from ..results.guard import check_output_dir
 from ..results.nearest import accepts, builtins, default_setting
-from ..search import tune
-from ..search.session import session
-from ..search.sweep import Budget
+from ..drive import tune
+from ..drive.session import session
+from ..drive.sweep import Budget
 from .schedule import (
     DEFAULT_SEARCH,
     POLICIES,
@@ -151,7 +151,7 @@ def task_file(run_dir: Path, task) -> Path:
 
 
 def open_sessions(stack: ExitStack, net: Network, tasks, run_dir: Path, cfg, backend, resume: bool) -> dict:
-    """task name -> the session (search/session.py) of its results file, open for the life of `stack`,
+    """task name -> the session (drive/session.py) of its results file, open for the life of `stack`,
     with the spaces config's timing rules; with `resume`, the rows there are not measured again."""
     sessions = {}
     for task in tasks:

@@ -23,7 +23,7 @@ from typing import Callable
 
 from ..core.space import Setting
 from ..results.nearest import distance
-from ..search.sweep import Budget
+from ..drive.sweep import Budget
 from .tasks import Task
 
 ALPHA = 0.2  # weight of the backward (observed) improvement against the forward (optimistic) one

@@ -30,7 +30,7 @@ SUMMARY = ["setting", "status", "phase", "queue_ms_median", "submit_ms_median", 
 
 
 # What the sweep prepares for every setting, for the measurements that could not report it (a
-# worker that crashed or timed out): see search/session.setting_identity.
+# worker that crashed or timed out): see drive/session.setting_identity.
 PREPARED = ("build_options", "source_hash", "bytes_model", "real_flops", "weight_bytes")
 
 

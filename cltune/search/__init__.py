@@ -1,2 +1,2 @@
-"""What to measure next, and the one loop that measures it into a results file: strategies, the
-sweep loop, and the session of a tuning (options, steps, re-ranking)."""
+"""What to measure next: the strategies, registered by name, and the `model` strategy's Gaussian
+process. Pure functions of a `Search`; no device, no file (the drivers in drive/ run them)."""

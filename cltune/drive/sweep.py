@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ..core.records import Measurement, timed
 from ..core.space import Setting, Space
-from .strategies import PREFETCH, BudgetExhausted, Search, get
+from ..search.strategies import PREFETCH, BudgetExhausted, Search, get
 
 
 @dataclass(frozen=True)
