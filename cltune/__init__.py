@@ -19,14 +19,10 @@ __all__ = ["__version__", "best_setting", "conv2d", "settings", "tune_kernel"]
 def __getattr__(name: str):
     """The library's functions, imported on first use: `cltune sweep` starts its worker before it
     imports numpy (cli/entry.py), and a program that only runs the command pays for none of it."""
-    if name in ("best_setting", "conv2d", "settings"):
+    if name in ("best_setting", "conv2d", "settings", "tune_kernel"):
         from . import api
 
         return getattr(api, name)
-    if name == "tune_kernel":
-        from .kernel_api import tune_kernel
-
-        return tune_kernel
     raise AttributeError(f"module 'cltune' has no attribute {name!r}")
 
 

@@ -23,7 +23,7 @@ CASES = [
 
 def accepts(setting: str, case: dict) -> bool:
     """Whether the setting's family can run the case (its check() finds no reason to refuse)."""
-    from cltune.api import _runner
+    from cltune.api.conv import _runner
     from cltune.core.device_values import bind_params, values
 
     family, params = builtin_settings()[setting]

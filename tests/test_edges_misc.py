@@ -102,7 +102,7 @@ def test_writing_a_read_only_database_is_one_line_naming_it(tmp_path, read_only,
 
 
 def test_conv2d_best_from_a_read_only_home(tmp_path, monkeypatch, read_only, device):
-    from cltune import api_args as checks
+    from cltune.api import conv_args as checks
 
     monkeypatch.setenv("CLTUNE_HOME", str(tmp_path / "home"))
     x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cltune
-from cltune import kernel_values as kv
+from cltune.api import kernel_values as kv
 from cltune.core.errors import UserError
 from cltune.results import schema
 
@@ -243,7 +243,7 @@ def test_user_functions_reach_the_worker_by_value():
 def test_kernel_tuners_implicit_macros_beside_the_knobs():
     """Guards against a kernel that uses Kernel Tuner's implicit macros (an untuned block_size_y,
     grid_size_x, kernel_tuner) failing to build here: KT defines them for every setting."""
-    from cltune.kernel_api import kernel_config
+    from cltune.api.kernel import kernel_config
     from cltune.workloads.kernel import register_problem
 
     a, b, c, n = vector_add()
@@ -260,7 +260,7 @@ def test_float64_on_a_device_without_fp64_is_one_line_naming_it():
     setting, or garbage) instead of one line before any row."""
     from types import SimpleNamespace
 
-    from cltune.kernel_api import kernel_config
+    from cltune.api.kernel import kernel_config
     from cltune.measure.kernel_data import KernelData
 
     e = np.linspace(0, 1, 8)
@@ -274,7 +274,7 @@ def test_float64_on_a_device_without_fp64_is_one_line_naming_it():
 def test_defines_may_be_functions_of_the_knobs():
     """Guards against Kernel Tuner's `defines` with a function value refused (it is called per
     setting), and one that fails for a setting crashing the run instead of refusing that setting."""
-    from cltune.kernel_api import kernel_config
+    from cltune.api.kernel import kernel_config
     from cltune.workloads.kernel import register_problem
 
     a, b, c, n = vector_add()
@@ -288,7 +288,7 @@ def test_defines_may_be_functions_of_the_knobs():
 def test_a_problems_key_follows_what_its_functions_close_over():
     """Guards against two generators of the same code over different values sharing a problem key
     (the worker keeps problems by key: the second call would run the first one's source)."""
-    from cltune.kernel_api import kernel_config
+    from cltune.api.kernel import kernel_config
 
     def make(width):  # the first setting's source the same for every width
         return lambda params: ADD.replace("OFFSET", str(width if params["block_size_x"] == 32 else 0))

@@ -79,8 +79,7 @@ def test_the_folders_are_the_pipeline():
     entry; measuring does not reach up into the search, the results, the reports or the farm; the
     config loader reads into core's values and checks names against the registries, nothing above."""
     g = graph()
-    apps = ("cltune.cli", "cltune.bench", "cltune.net", "cltune.deploy", "cltune.kernel_tuner", "cltune.api",
-            "cltune.kernel_api")
+    apps = ("cltune.cli", "cltune.bench", "cltune.net", "cltune.deploy", "cltune.kernel_tuner", "cltune.api")
     up = {"cltune.core": ("cltune.workloads", "cltune.loader", "cltune.search", "cltune.measure", "cltune.farm",
                           "cltune.results", "cltune.report", *apps),
           "cltune.loader": ("cltune.search", "cltune.measure", "cltune.farm", "cltune.results", "cltune.report",

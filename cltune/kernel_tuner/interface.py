@@ -9,7 +9,7 @@ import os
 import time
 from datetime import datetime
 
-from ..kernel_api import kernel_config
+from ..api.kernel import kernel_config
 from ..measure.backend import in_process
 from . import options as opt, run as runner
 from .cache import CacheWriter, cache_path, read_cache

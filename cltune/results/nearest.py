@@ -1,5 +1,5 @@
 """What runs a problem nobody tuned: the nearest tuned shape's setting, else the built-in made for
-the device's kind. Shared by `setting="best"` (api.py), `cltune net`'s transfer and defaults
+the device's kind. Shared by `setting="best"` (api/conv.py), `cltune net`'s transfer and defaults
 (net/schedule.py, net/tasks.py) and `cltune deploy`."""
 
 from __future__ import annotations

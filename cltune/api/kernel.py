@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from . import kernel_values as kv
-from .core.errors import UserError
-from .core.expr import ExprError, parse
-from .core.kernel_problem import Arg, KernelProblem, Reference
-from .core.space import Space
-from .core.version import __version__
-from .loader import config as cfgmod
-from .loader.kernel_table import IDENT, missing_kernel
-from .results.guard import RESULTS, check_output
-from .workloads.kernel import register_problem
+from ..core.errors import UserError
+from ..core.expr import ExprError, parse
+from ..core.kernel_problem import Arg, KernelProblem, Reference
+from ..core.space import Space
+from ..core.version import __version__
+from ..loader import config as cfgmod
+from ..loader.kernel_table import IDENT, missing_kernel
+from ..results.guard import RESULTS, check_output
+from ..workloads.kernel import register_problem
 
 DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32", "uint32", "int8", "uint8",
                                         "int16", "uint16", "int64", "uint64")}
@@ -39,7 +39,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     expression strings or a function of the knob dict, `iterations` a fixed number of timed
     launches a setting (each in run_ms_samples). Returns (rows as a DataFrame, with each knob and
     `time` (ms, the fastest launch) as columns; an environment dict)."""
-    from .drive import tune  # pandas (1.1 s) comes with it: imported on first use
+    from ..drive import tune  # pandas (1.1 s) comes with it: imported on first use
 
     cfg = kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=grid_div_x,
                         grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,
@@ -162,7 +162,7 @@ class Restriction:
 def _table(path):
     import pandas as pd  # pandas (1.1 s) comes with it: imported on first use
 
-    from .results import rows, schema  # pandas (1.1 s) comes with it: imported on first use
+    from ..results import rows, schema  # pandas (1.1 s) comes with it: imported on first use
 
     df = rows.load(path)
     knobs = pd.DataFrame([json.loads(p) for p in df["params"]], index=df.index)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.errors import UserError
-from .core.expr import ExprError, parse
-from .core.user_functions import UserFunction, shippable
-from .loader.config import default_timing
+from ..core.errors import UserError
+from ..core.expr import ExprError, parse
+from ..core.user_functions import UserFunction, shippable
+from ..loader.config import default_timing
 
 SIZE_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
 BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core.errors import UserError, first_line
-from .core.problem import Problem, pair
+from ..core.errors import UserError, first_line
+from ..core.problem import Problem, pair
 
 
 @dataclass

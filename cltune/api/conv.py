@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import api_args as checks
-from .core.device_values import bind_params, values as device_values
-from .core.errors import UserError
-from .core.space import Setting
-from .measure.backend import in_process
-from .results.nearest import accepts, default_setting, nearest, problem_from_key
-from .workloads import builtin_settings, get_family
+from . import conv_args as checks
+from ..core.device_values import bind_params, values as device_values
+from ..core.errors import UserError
+from ..core.space import Setting
+from ..measure.backend import in_process
+from ..results.nearest import accepts, default_setting, nearest, problem_from_key
+from ..workloads import builtin_settings, get_family
 
 _RUNNERS: dict = {}
 
@@ -26,8 +26,8 @@ def best_setting(device_name: str, problem, path=None, target: str | None = None
     entry for this problem), "nearest" (the entry of the nearest tuned shape whose family accepts
     this problem, named in "tuned_problem"), or "default" (nothing tuned fits). `device`
     (a DeviceInfo) lets the family check the device's limits and picks the default's kind."""
-    from .results.best import best_setting as lookup  # pandas (1.1 s) comes with it: imported on first use
-    from .results.best import device_entries, problem_key  # pandas (1.1 s) comes with it: imported on first use
+    from ..results.best import best_setting as lookup  # pandas (1.1 s) comes with it: imported on first use
+    from ..results.best import device_entries, problem_key  # pandas (1.1 s) comes with it: imported on first use
 
     if not isinstance(device_name, str) or not device_name:
         raise UserError(f"device_name: expected a device's name (a str, DeviceInfo.name), got {device_name!r:.60}")
