@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 class Reference:
     """Holds the space's points built and warm on one device, in this process."""
 
-    def __init__(self, cfg_name: str, device, seed: int = 0):
+    def __init__(self, cfg_name: str, device, seed: int = 0, only=None):
         from cltune.loader import config
         from cltune.loader.bind import bind_config
         from cltune.measure.runner import Runner
@@ -34,6 +34,7 @@ class Reference:
         self.cfg = bind_config(self.cfg, self.runner.info)
         self.runner.load_problem(self.cfg.problem, reference=False)
         settings = self.cfg.spaces[0].valid_settings(self.cfg.problem, self.runner.info)
+        settings = [s for s in settings if only is None or only(s)]  # `only`: the points to measure
         preps = [(s, self.runner._prepare(self.cfg.problem, s)) for s in settings]
         self.points = [(s, p) for s, p in preps if not p.failed]
         for _, p in self.points:  # every local size compiled, the device warm
@@ -56,6 +57,9 @@ class Reference:
                 half[s.key] = min(half[s.key], self.runner._round(p).run_ms)
             self.passes += 1
         self.seconds += time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.runner.close()
 
     def times(self, key=lambda setting: setting.key) -> dict:
         """{key(setting): its fastest launch over every pass so far}."""
