@@ -75,22 +75,24 @@ def test_every_module_is_under_300_lines():
 
 
 def test_the_folders_are_the_pipeline():
-    """core is imported by every stage and imports none; the CLI is imported by nothing but its own
-    entry; measuring does not reach up into the search, the results, the reports or the farm; the
-    config loader reads into core's values and checks names against the registries, nothing above."""
+    """core is imported by every stage and imports none; the strategies import only core; the CLI is
+    imported by nothing but its own entry; measuring does not reach up into the search, the drivers,
+    the results, the reports or the farm; the config loader reads into core's values and checks names
+    against the registries (families, strategies), nothing above; the drivers reach no application."""
     g = graph()
     apps = ("cltune.cli", "cltune.bench", "cltune.net", "cltune.deploy", "cltune.kernel_tuner", "cltune.api")
-    up = {"cltune.core": ("cltune.workloads", "cltune.loader", "cltune.search", "cltune.measure", "cltune.farm",
-                          "cltune.results", "cltune.report", *apps),
-          "cltune.loader": ("cltune.search", "cltune.measure", "cltune.farm", "cltune.results", "cltune.report",
-                            *apps),
-          "cltune.measure": ("cltune.loader", "cltune.search", "cltune.farm", "cltune.results", "cltune.report",
-                             *apps),
+    stages = ("cltune.loader", "cltune.search", "cltune.drive", "cltune.measure", "cltune.farm", "cltune.results",
+              "cltune.report")
+    up = {"cltune.core": ("cltune.workloads", *stages, *apps),
+          # strategies are pure: what to measure next, from the space and the costs they are given
+          "cltune.search": tuple(s for s in ("cltune.workloads", *stages, *apps) if s != "cltune.search"),
+          "cltune.loader": ("cltune.drive", "cltune.measure", "cltune.farm", "cltune.results", "cltune.report", *apps),
+          "cltune.measure": ("cltune.loader", "cltune.search", "cltune.drive", "cltune.farm", "cltune.results",
+                             "cltune.report", *apps),
+          "cltune.drive": ("cltune.farm", "cltune.report", *apps),
           "cltune.farm": ("cltune.report", *apps)}
-    # A config's names are checked where they are registered: kernel families (workloads) and
-    # search strategies (search.strategies, named by [run] strategy); a space asks its family
-    # whether it can run a point (Space.reject_reason).
-    allowed = {("cltune.loader.config", "cltune.search.strategies"), ("cltune.core.space", "cltune.workloads")}
+    # A space asks its family whether it can run a point (Space.reject_reason).
+    allowed = {("cltune.core.space", "cltune.workloads")}
     wrong = [(a, b) for a, b in g.arrows() for src, banned in up.items()
              if a.startswith(src + ".") and b.startswith(banned) and (a, b) not in allowed]
     assert not wrong, wrong

@@ -25,6 +25,7 @@ from ..core.paths import data_dir
 from ..core.problem import Problem
 from ..core.records import Timing
 from ..core.space import Setting, Space
+from ..search.strategies import STRATEGIES
 
 DEFAULT_CONFIG = "mali_t860_conv3x3"
 TOP_KEYS = {"name", "description", "problem", "kernel", "run", "setting", "space", "layer"}
@@ -192,10 +193,8 @@ def parse(data: dict, path: str = "<config>") -> Config:
                                f"got {baseline!r}")
     if not settings and not spaces:
         c.fail("setting", "expected at least one [[setting]] or [[space]]")
-    from ..search import strategies  # the strategy registry: loaded when a config is parsed, not by every command
-
-    strategy = c.get(run, "strategy", str, "run.", None, lambda v: v in strategies.STRATEGIES,
-                     f"one of {', '.join(sorted(strategies.STRATEGIES))}")
+    strategy = c.get(run, "strategy", str, "run.", None, lambda v: v in STRATEGIES,
+                     f"one of {', '.join(sorted(STRATEGIES))}")
     search = dict(
         spaces=tuple(spaces), strategy=strategy,
         budget=c.get(run, "budget", int, "run.", None, pos_int, "an int >= 1 (settings per space)"),
