@@ -111,7 +111,15 @@ def test_a_crash_while_launching_is_not_measured_again(faults_worker):
 def test_sigkill_of_the_sweep_loses_only_the_settings_in_flight_and_resume_completes(tmp_path, timing,
                                                                                       rows_before_kill):
     out = tmp_path / "killed.csv"
-    cmd = [sys.executable, "-m", "cltune", "sweep", "tune_small", "--strategy", "exhaustive",
+    # Each point warms up for 100 ms of kernel time, so its rows come at least that far apart: with
+    # two windows the points' second windows (and rows) follow their first ones at the pace those
+    # were taken, and on a busy host a poll could otherwise miss the gap between the first row and
+    # the rest.
+    cfg = tmp_path / "tune_small.toml"
+    text = config.resolve_path("tune_small").read_text()
+    assert "\n[run]\n" in text
+    cfg.write_text(text.replace("\n[run]\n", "\n[run]\nwarmup_ms = 100\n"))
+    cmd = [sys.executable, "-m", "cltune", "sweep", str(cfg), "--strategy", "exhaustive",
            "--budget", "10", "--rerank", "0", *timing, "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
