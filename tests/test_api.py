@@ -35,9 +35,19 @@ def accepts(setting: str, case: dict) -> bool:
     return fam.reject_reason(problem, fam.resolve(params), None) is None
 
 
-@pytest.mark.parametrize("case", CASES)
+# Each setting runs with and without bias: both on the first case (the only one Winograd takes),
+# alternately on the others (the direct and GEMM families take cases 0-2, the depthwise ones 3-4).
+BIAS_CASES = [(CASES[0], True), (CASES[0], False)] + [(c, i % 2 == 1) for i, c in enumerate(CASES) if i]
+
+
+def test_every_family_gets_cases_with_and_without_bias():
+    for setting in cltune.settings():
+        taken = {bias for case, bias in BIAS_CASES if accepts(setting, case)}
+        assert taken == {True, False}, setting
+
+
+@pytest.mark.parametrize("case, with_bias", BIAS_CASES)
 @pytest.mark.parametrize("setting", cltune.settings())
-@pytest.mark.parametrize("with_bias", [True, False])
 def test_matches_the_oracle(case, setting, with_bias, device):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(case["x"]).astype(np.float32)
