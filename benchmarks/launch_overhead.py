@@ -83,13 +83,14 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=14, help="1x1 tasks of at most this output height")
     ap.add_argument("--calls", type=int, default=300, help="timed calls per path, setting and round")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--tasks", type=int, default=None, help="only the first N of those tasks")
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
 
     runner = Runner(args.device)
     print(machine_line(runner.info))
     tasks = [t for t in make_tasks(load(args.network))
-             if t.problem.filter_h == t.problem.filter_w == 1 and t.problem.out_h <= args.size]
+             if t.problem.filter_h == t.problem.filter_w == 1 and t.problem.out_h <= args.size][:args.tasks]
     pairs = [(t, s, {"old": old_call(runner, t.problem, s), "new": runner.launcher(t.problem, s)})
              for t in tasks for s in builtins(t.problem, runner.info)]
     rows = {(i, path): [] for i in range(len(pairs)) for path in ("old", "new")}
@@ -102,19 +103,24 @@ def main() -> None:
     head = (f"{'task':<34} {'setting':<24} {'k':>1} {'kernel':>7} {'host old':>8} {'host new':>8} "
             f"{'ovh old':>7} {'ovh new':>7} | {'to_queued':>9} {'to_start':>8} {'gaps':>5} {'to_return':>9}")
     print(head)
-    summary = {"old": [], "new": []}
+    summary = []  # (kernels, old figures, new figures) per setting
     for i, (t, s, _) in enumerate(pairs):
         f = {path: figures(np.concatenate(rows[i, path])) for path in ("old", "new")}
         n = (rows[i, "new"][0].shape[1] - 2) // 3  # kernels per call
-        for path in summary:
-            summary[path].append(f[path]["overhead"])
+        summary.append((n, f["old"], f["new"]))
         parts = " ".join(f"{f['new'].get(k, float('nan')):{w}.1f}" for k, w in
                          (("to_queued", 9), ("to_start", 8), ("gaps", 5), ("to_return", 9)))
         print(f"{t.name:<34} {s.name:<24} {n:>1} {f['new']['kernel']:7.1f} {f['old']['host']:8.1f} "
               f"{f['new']['host']:8.1f} {f['old']['overhead']:7.1f} {f['new']['overhead']:7.1f} | {parts}")
-    old, new = statistics.mean(summary["old"]), statistics.mean(summary["new"])
-    print(f"host overhead per call, mean over the settings: old {old:.1f} us, new {new:.1f} us "
-          f"({old - new:+.1f} us a call)")
+    print("host overhead per call, over the settings (us): kernels, settings, mean old, mean new, "
+          "median of old - new; the new path's mean parts")
+    for n in sorted({k for k, _, _ in summary}):
+        sel = [(o, w) for k, o, w in summary if k == n]
+        parts = ", ".join(f"{k} {statistics.mean(w.get(k, float('nan')) for _, w in sel):.1f}"
+                          for k in ("to_queued", "to_start", "gaps", "to_return"))
+        old, new = statistics.mean(o["overhead"] for o, _ in sel), statistics.mean(w["overhead"] for _, w in sel)
+        print(f"  {n} kernel{'s' if n > 1 else ' '} {len(sel):3d}: old {old:.1f}, new {new:.1f}, "
+              f"old - new {statistics.median(o['overhead'] - w['overhead'] for o, w in sel):+.1f}; {parts}")
 
 
 if __name__ == "__main__":

@@ -147,3 +147,11 @@ def test_bench_compare_sets_cltunes_spread_beside_torchs(tmp_path):
     assert "winning family kept on 2 of 2 layers" in out
     assert "cltune's x torch, B/A: at most 1.091x" in out  # a: 1.1 / 1.2 of torch's move
     assert "host noise: a " in out and "(measured now, after the runs)" in out  # PoCL is the device here
+
+
+def test_launch_overhead_prints_both_paths_per_setting_and_the_summary():
+    out = run("launch_overhead.py", "--size", "7", "--tasks", "1", "--calls", "5", "--rounds", "2")
+    rows = re.findall(r"^t\d\d_1x1_\S+ +(\S+) +([12]) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.-]+) +([\d.-]+) \|", out, re.M)
+    assert len(rows) >= 2 and {k for _, k, *_ in rows} == {"1", "2"}  # one- and two-kernel settings
+    assert all(float(host) > 0 for _, _, _, host, *_ in rows)
+    assert re.search(r"^  1 kernel +\d+: old [\d.]+, new [\d.]+, old - new [+-][\d.]+", out, re.M)
