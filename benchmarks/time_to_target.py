@@ -129,6 +129,9 @@ def cltune_child(spec: dict) -> None:
     from cltune.drive import tune
     from cltune.results import schema
 
+    from cltune.search import strategies
+
+    strategies.MODEL_ROUND = spec.get("round") or strategies.MODEL_ROUND  # `--model-rounds`: before and after
     cfg = load(spec["kernel"])
     cfg = replace(cfg, settings=(), baseline=None, strategy=None)  # the space alone, by the default strategy
     names, rows = names_of(cfg), []
@@ -149,9 +152,10 @@ def cltune_child(spec: dict) -> None:
 # The race -----------------------------------------------------------------------------------------
 def run_one(tool: str, kernel: str, seed: int, args, tmp: Path) -> dict:
     """One tool's run in a fresh process with empty kernel caches; its evaluations, timed from its start."""
-    label = f"{kernel}_{tool.replace(':', '_')}_s{seed}"
+    label = f"{kernel}_{tool.replace(':', '_').replace('/', '_')}_s{seed}"
     spec = {"tool": tool, "kernel": kernel, "seed": seed, "device": args.device, "budget": args.budget,
-            "strategy": tool.partition(":")[2], "out": str(tmp / f"{label}.json")}
+            "strategy": tool.partition(":")[2], "out": str(tmp / f"{label}.json"),
+            "round": int(tool.partition("round")[2] or 0)}
     t0 = time.time()
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)], capture_output=True,
                           text=True, env=fresh_env(tmp / f"cache_{label}"), cwd=tmp)
@@ -194,6 +198,15 @@ def reach(run: dict, ref: dict, target: float) -> tuple[float, int]:
     return float("inf"), 0
 
 
+def spent(e: dict, *names) -> float:
+    """Seconds of an evaluation's cost under the first of `names` it has (cltune's row columns,
+    Kernel Tuner's result fields; a PoCL kernel compiles at its first launch, in cltune's
+    first_launch_ms and in Kernel Tuner's verification_time)."""
+    cost = e.get("cost_ms") or {}
+    v = next((cost[n] for n in names if cost.get(n) is not None), 0.0)
+    return v / 1e3 if v == v else 0.0
+
+
 def median(xs) -> float:
     """The lower median: of an even count the lower middle, so a tie with a run that never got
     there is not an infinite median."""
@@ -205,16 +218,21 @@ def report(kernel: str, runs: list[dict], ref: dict) -> None:
     target = TARGET * best
     print(f"{kernel}: best known {best:.3f} ms (the fastest of {len(ref)} settings the reference measured), "
           f"target {target:.3f} ms")
-    medians = {}
+    medians, rank = {}, {}
     for tool in dict.fromkeys(r["tool"] for r in runs):
         mine = [r for r in runs if r["tool"] == tool]
         got = [reach(r, ref, target) for r in mine]
         medians[tool] = median([s for s, _ in got])
+        reached = [s for s, k in got if k]  # ties of the median: the one that got there more often, sooner
+        rank[tool] = (medians[tool], -len(reached), statistics.fmean(reached) if reached else 0.0)
         per = "  ".join(f"s{r['seed']}: {s:6.1f} s/{k:2d}" if k else f"s{r['seed']}:  never" for r, (s, k) in zip(mine, got))
         each = statistics.median(r["wall"] / max(len(r["evals"]), 1) for r in mine)
+        builds = statistics.median(sum(spent(e, "build_ms", "compile_time") for e in r["evals"]) for r in mine)
+        firsts = statistics.median(sum(spent(e, "first_launch_ms", "verification_time") for e in r["evals"]) for r in mine)
         print(f"  {tool:<22} median {medians[tool]:6.1f} s, reached {sum(1 for _, k in got if k)}/{len(got)}  "
-              f"[{per}]  per setting {each:.2f} s, settings {statistics.median(len(r['evals']) for r in mine):.0f}")
-    kt = min((t for t in medians if t != "cltune:model"), key=medians.get)
+              f"[{per}]  per setting {each:.2f} s, builds {builds:.1f} s, first launches {firsts:.1f} s, "
+              f"settings {statistics.median(len(r['evals']) for r in mine):.0f}")
+    kt = min((t for t in medians if t.startswith("kt:")), key=rank.get)
     mine, theirs = medians["cltune:model"], medians[kt]
     ahead = mine < theirs
     ratio = f"{theirs / mine:.2f}" if mine < float("inf") else "n/a"
@@ -225,11 +243,13 @@ def report(kernel: str, runs: list[dict], ref: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", type=int, default=None, help="flat device index (default: cltune's choice)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 of each tool on each kernel")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 of each tool on each kernel")
     ap.add_argument("--budget", type=int, default=30, help="settings each run measures")
     ap.add_argument("--kt-strategies", default="dual_annealing,firefly_algorithm",
                     help="Kernel Tuner's strategies (its best on the recorded conv spaces at 25-100 points)")
     ap.add_argument("--kernels", default="conv,gemm", help=f"of {', '.join(KERNELS)}")
+    ap.add_argument("--model-rounds", default="",
+                    help="also cltune's model proposing N points a round (strategies.MODEL_ROUND), e.g. 1")
     ap.add_argument("--passes", type=int, default=5, help="the reference's passes over the candidates")
     ap.add_argument("--keep", type=Path, help="keep every run's files (and kernel caches) in this folder")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -240,11 +260,13 @@ def main() -> None:
         return
     from cltune.measure import device as dev
 
+    start = time.time()
     _, info = dev.select(args.device)
     args.device = info.index
     print(dev.machine_line(info))
     print(f"/proc/loadavg before: {Path('/proc/loadavg').read_text().strip()}")
-    tools = ["cltune:model"] + [f"kt:{s}" for s in args.kt_strategies.split(",") if s]
+    tools = ["cltune:model"] + [f"cltune:model/round{n}" for n in args.model_rounds.split(",") if n] + \
+        [f"kt:{s}" for s in args.kt_strategies.split(",") if s]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     with contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="cltune-ttt-") as tmp:
@@ -257,7 +279,8 @@ def main() -> None:
                           f"{len(runs[-1]['evals'])} settings", flush=True)
             report(kernel, runs, reference(kernel, args.device, candidates(runs), args.passes))
             print(f"/proc/loadavg: {Path('/proc/loadavg').read_text().strip()}", flush=True)
-    print(f"budget {args.budget} settings per run, seeds 0-{args.seeds - 1}, load average after: {os.getloadavg()[0]:.2f}")
+    print(f"budget {args.budget} settings per run, seeds 0-{args.seeds - 1}, {time.time() - start:.0f} s in all, "
+          f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
