@@ -1,6 +1,8 @@
 """device.* values: spaces, constraints and built-in CPU settings derived from the device (fakes, no
 OpenCL), so a config tuned on one machine does not carry that machine's vector width to another."""
 
+from dataclasses import replace
+
 import pytest
 from click.testing import CliRunner
 
@@ -27,7 +29,6 @@ def test_register_width_comes_from_the_target_not_the_preferred_width():
 
 def test_the_runtime_target_field_decides_the_register_width():
     # A runtime whose name says nothing: the target recorded by device discovery decides.
-    from dataclasses import replace
 
     info = replace(POCL_AVX2, name="pthread-AMD EPYC", version="OpenCL 3.0 PoCL",
                    target="pthread-x86_64-unknown-linux-gnu-znver4")
@@ -55,7 +56,6 @@ def test_builtin_cpu_settings_follow_the_vector_width():
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16])
 def test_every_builtin_binds_to_values_its_knobs_accept_at_any_width(width):
     # A GPU that asks for float1 (or float2) must get runnable built-ins too, not a bind error.
-    from dataclasses import replace
 
     gpu = replace(FAKE_INFO, preferred_vector_width_float=width)
     for name, (family, params) in builtin_settings().items():
@@ -177,3 +177,23 @@ def test_builtin_cpu_settings_at_either_width_match_the_reference(runner, info):
                 continue  # winograd: 3x3 stride 1 only
             m = runner.measure(p, setting, Timing(warmup=0, repeat=1))
             assert m.status == Status.OK, f"{name} {setting.values}: {m.status} {m.error}"
+
+
+def test_a_space_asks_its_family_through_the_lookup_it_was_built_with():
+    # core/space.py imported the family registry (a floor up) to ask a family whether it can run a
+    # point; the loader now gives each space the registry's lookup, and binding must keep it.
+    cfg = config.load("bench_suite")
+    space = bind.bind_config(cfg, POCL_AVX2).spaces[0]
+    assert cfg.spaces[0].families is get_family and space.families is get_family
+    layer = cfg.layers[-1][2]
+    point = next(space.iter_valid(layer, POCL_AVX2)).values
+
+    class Fussy:
+        def resolve(self, values):
+            return values
+
+        def reject_reason(self, problem, values, device):
+            return f"fussy about {sorted(values)[0]}"
+
+    assert replace(space, families=lambda name: Fussy()).reject_reason(point, layer) == f"fussy about {sorted(point)[0]}"
+    assert replace(space, families=None).reject_reason(point, layer) is None  # constraints and limits only

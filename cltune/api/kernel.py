@@ -19,6 +19,7 @@ from ..core.version import __version__
 from ..loader import config as cfgmod
 from ..loader.kernel_table import IDENT, missing_kernel
 from ..results.guard import RESULTS, check_output
+from ..workloads import get_family
 from ..workloads.kernel import register_problem
 
 DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32", "uint32", "int8", "uint8",
@@ -81,7 +82,7 @@ def kernel_config(kernel_name, kernel_source, problem_size, arguments, tune_para
                             block_names=blocks)
     register_problem(problem)
     space = Space(problem.family, tuple((k, tuple(v)) for k, v in tune_params.items()),
-                  _restrictions(restrictions, tune_params, sizes))
+                  _restrictions(restrictions, tune_params, sizes), families=get_family)
     return cfgmod.Config(kernel_name, "tune_kernel", problem, (), kv.timing(iterations), rtol=rtol, atol=atol,
                          spaces=(space,), strategy=strategy)
 

@@ -6,6 +6,7 @@ import itertools
 import json
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .device_refs import expand, is_ref
 
@@ -65,6 +66,10 @@ class Space:
     params: tuple  # ((name, (value, ...)), ...) in config order; a value may name device.* values
     constraints: tuple = ()  # ((name, Expr), ...)
     device_env: tuple = ()  # the device.* values it was bound with: ((name, value), ...)
+    # The family registry's lookup (workloads.get_family), given by whoever builds the space (the loader,
+    # tune_kernel), so that a point its family cannot run is refused while core imports no registry;
+    # None: constraints and device limits only.
+    families: Callable[[str], object] | None = field(default=None, compare=False, repr=False)
 
     @property
     def device_refs(self) -> bool:
@@ -80,7 +85,7 @@ class Space:
             return self
         params = tuple((name, expand(values, env)) for name, values in self.params)
         frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in env.items()))
-        return Space(self.family, params, self.constraints, frozen)
+        return Space(self.family, params, self.constraints, frozen, self.families)
 
     @property
     def size(self) -> int:
@@ -97,11 +102,8 @@ class Space:
         if self.device_refs:
             raise ValueError(f"space {self.family} takes device.* values: bind it to a device first")
         reason = self.constraint_reason(values, problem)[0] or device_limit_reason(values, device)
-        if reason is None:
-            # the family registry, a floor up: asked only when a value names a family
-            from ..workloads import get_family
-
-            family = get_family(self.family)
+        if reason is None and self.families is not None:
+            family = self.families(self.family)
             reason = family.reject_reason(problem, family.resolve(values), device)
         return reason
 

@@ -107,6 +107,8 @@ def setting_tables(c: Checker, data: dict, default_family: str | None = None) ->
 def space_tables(c: Checker, data: dict, problem, whole: bool = True,
                  default_family: str | None = None) -> list[Space]:
     """[[space]]s; `default_family`: the one a space without `family` tunes (a user kernel's)."""
+    from ..workloads import get_family  # the families (40 ms of imports): loaded when a config names one
+
     entries = c.get(data, "space", list, "", [], lambda v: all(isinstance(e, dict) for e in v),
                     "[[space]] tables")
     out = []
@@ -127,7 +129,7 @@ def space_tables(c: Checker, data: dict, problem, whole: bool = True,
                 constraints.append((cname, parse(text, known)))
             except ExprError as exc:
                 c.fail(f"{where}constraints.{cname}", f"{exc} in {text!r}")
-        out.append(Space(family_name, tuple(params), tuple(constraints)))
+        out.append(Space(family_name, tuple(params), tuple(constraints), families=get_family))
         if not out[-1].device_refs:  # else checked when bound to a device
             check_constraints(c, where, out[-1], problem, whole)
     return out
