@@ -13,7 +13,7 @@ from cltune.core.records import Round, Timing
 from cltune.measure.runner import DEVICE_WARMUP_MS, Runner
 from cltune.results import rows as results
 from cltune.drive import tune
-from cltune.drive.sweep import Budget, Outcome, Sweep
+from cltune.drive.sweep import Budget, Dispatch, Outcome, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
 
@@ -117,9 +117,10 @@ def test_second_windows_wait_their_gap_and_come_oldest_first():
         now[0] += 0.4  # each first window takes 0.4 s
         return backend.measure(cfg.problem, setting, replace(cfg.timing, limit=1))
 
-    sweep = Sweep(measure, lambda s: s.key, lambda m, phase: _recorded.append(m) or _outcome(m),
-                  clock=lambda: now[0], window_gap_s=1.0,
-                  measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing))
+    dispatch = Dispatch(measure, window_gap_s=1.0,
+                        measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing))
+    sweep = Sweep(dispatch, lambda s: s.key, lambda m, strategy: _recorded.append(m) or _outcome(m),
+                  clock=lambda: now[0])
     _recorded: list = []
     space = cfg.spaces[0]
     sweep.search(space, cfg.problem, FAKE_INFO, "exhaustive", Budget(settings=5), 0)
@@ -141,9 +142,10 @@ def test_an_interrupted_search_records_the_points_waiting_for_their_second_windo
             raise KeyboardInterrupt
         return backend.measure(cfg.problem, setting, replace(cfg.timing, limit=1))
 
-    sweep = Sweep(measure, lambda s: s.key, lambda m, phase: recorded.append(m) or _outcome(m),
-                  clock=lambda: 0.0, window_gap_s=1.0,
-                  measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing))
+    dispatch = Dispatch(measure, window_gap_s=1.0,
+                        measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing))
+    sweep = Sweep(dispatch, lambda s: s.key, lambda m, strategy: recorded.append(m) or _outcome(m),
+                  clock=lambda: 0.0)
     with pytest.raises(KeyboardInterrupt):
         sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(), 0)
     assert len(recorded) == 3 and all(len(m.rounds) == 1 for m in recorded) and backend.more == []
@@ -295,9 +297,10 @@ def test_a_point_whose_next_window_cannot_be_made_is_recorded_with_what_it_has()
     cfg = adaptive_config(windows=4)
     backend = FakeBackend(jitter=NOISY)
     recorded: list = []
-    sweep = Sweep(lambda s, upcoming: backend.measure(cfg.problem, s, replace(cfg.timing, limit=1)),
-                  lambda s: s.key, lambda m, phase: recorded.append(m) or _outcome(m), clock=lambda: 0.0,
-                  window_gap_s=1.0, measure_more=lambda firsts: list(firsts), wants_window=lambda m: True)
+    dispatch = Dispatch(lambda s, upcoming: backend.measure(cfg.problem, s, replace(cfg.timing, limit=1)),
+                        window_gap_s=1.0, measure_more=lambda firsts: list(firsts), wants_window=lambda m: True)
+    sweep = Sweep(dispatch, lambda s: s.key, lambda m, strategy: recorded.append(m) or _outcome(m),
+                  clock=lambda: 0.0)
     sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(settings=3), 0)
     assert len(recorded) == 3 and all(len(m.rounds) == 1 and m.windows == 1 for m in recorded)
 
@@ -322,3 +325,24 @@ def test_across_windows_a_point_settles_only_on_a_launch_of_another_window():
     assert Timing(adaptive=True, repeat=5).settled([10.0, 10.05], [1, 1])  # the rule without it
     assert t.settled([10.0, 10.05])  # no windows known (one window): the launches alone
     assert t.wanted([10.0, 10.05], [1, 1]) == 5 and t.wanted([10.0, 10.05], [1, 2]) == 2
+
+
+def test_a_point_waiting_for_its_window_is_recorded_under_the_strategy_that_asked_for_it():
+    # The bug this guards: the strategy column came from the Recorder's `strategy`, which each phase
+    # (and a network's scheduler, per point) set before measuring; a point recorded when its last window
+    # came took whatever was set then. Now the Sweep passes each point's asker along with it.
+    cfg = adaptive_config(windows=4)
+    backend = FakeBackend(jitter=NOISY)
+    recorded: list = []
+    dispatch = Dispatch(lambda s, upcoming: backend.measure(cfg.problem, s, replace(cfg.timing, limit=1)),
+                        window_gap_s=1.0, measure_more=lambda firsts: backend.measure_more(cfg.problem, firsts, cfg.timing),
+                        wants_window=lambda m: m.windows < 2)
+    sweep = Sweep(dispatch, lambda s: s.key, lambda m, strategy: recorded.append(strategy) or _outcome(m),
+                  clock=lambda: 0.0)
+    space = cfg.spaces[0]
+    first, *rest = space.valid_settings(cfg.problem)[:3]
+    sweep.run_settings([first])
+    with sweep.finishing():
+        sweep.evaluate(rest[0], (), "transfer")
+        sweep.evaluate(rest[1], (), "local")
+    assert recorded == ["listed", "transfer", "local"]

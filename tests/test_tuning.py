@@ -7,7 +7,7 @@ from cltune.core.records import Status
 from cltune.results import best, store
 from cltune.results import rows as results
 from cltune.drive import tune
-from cltune.drive.sweep import Budget, Sweep
+from cltune.drive.sweep import Budget, Dispatch, Sweep
 
 from .fakes import FAKE_INFO, FakeBackend, fake_cost
 
@@ -107,8 +107,8 @@ def test_time_limit_stops_the_search():
     ticks = iter(range(1000))
     backend = FakeBackend()
     cfg = make_config()
-    sweep = Sweep(lambda s, up: backend.measure(cfg.problem, s, cfg.timing),
-                  lambda s: s.key, lambda m, phase: _outcome(m), clock=lambda: next(ticks))
+    sweep = Sweep(Dispatch(lambda s, up: backend.measure(cfg.problem, s, cfg.timing)),
+                  lambda s: s.key, lambda m, strategy: _outcome(m), clock=lambda: next(ticks))
     sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "random", Budget(seconds=5), 0)
     # the clock reads 0 at the start and ticks once per check: checks at 1..4 measure, 5 stops
     assert len(backend.measured) == 4
@@ -123,8 +123,8 @@ def test_exhaustive_takes_every_point_in_a_seeded_order_not_the_listing():
 
     def order(seed):
         backend = FakeBackend()
-        sweep = Sweep(lambda s, up: backend.measure(cfg.problem, s, cfg.timing),
-                      lambda s: s.key, lambda m, phase: _outcome(m))
+        sweep = Sweep(Dispatch(lambda s, up: backend.measure(cfg.problem, s, cfg.timing)),
+                      lambda s: s.key, lambda m, strategy: _outcome(m))
         sweep.search(cfg.spaces[0], cfg.problem, FAKE_INFO, "exhaustive", Budget(), seed)
         return [s.key for s in backend.measured]
 

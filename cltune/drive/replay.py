@@ -14,7 +14,7 @@ from ..core.space import Setting, Space
 from ..measure.protocol import Capabilities
 from ..results.recorded import Recorded
 from ..results.recorded import median_quartiles as mq
-from .sweep import Budget, Outcome, Sweep
+from .sweep import Budget, Dispatch, Outcome, Sweep
 
 BUDGETS = (25, 50, 100, 200)
 
@@ -117,15 +117,14 @@ def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = No
     space, backend = RecordedSpace.of(recorded), RecordedBackend(recorded)
     trace = Trace(strategy, seed)
 
-    def record(m: Measurement, phase: str) -> Outcome:
+    def record(m: Measurement, strategy: str) -> Outcome:
         cost = min(r.run_ms for r in m.rounds) if timed(m.status) and m.rounds else None
         trace.times.append(cost)
         trace.seconds.append(backend.clock_s)
         return Outcome(m.setting, m.status.value, cost)
 
-    sweep = Sweep(lambda s, upcoming: backend.measure(None, s), lambda s: s.key, record,
+    sweep = Sweep(Dispatch(lambda s, upcoming: backend.measure(None, s), batch=batch), lambda s: s.key, record,
                   clock=lambda: backend.clock_s)
-    sweep.batch = batch
     sweep.search(space, None, None, strategy, Budget(budget, seconds), seed)
     return trace
 

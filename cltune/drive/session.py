@@ -17,7 +17,7 @@ from ..measure.backend import FIRST_POINT_TIMEOUT_S
 from ..results import peakstore, rows as results, schema
 from ..workloads import get_family
 from ..workloads.kernel import register_if_kernel
-from .sweep import Budget, Outcome, Sweep
+from .sweep import LISTED, Budget, Dispatch, Outcome, Sweep
 
 
 @dataclass
@@ -94,23 +94,27 @@ class Steps:
 
     def __init__(self, cfg, backend, recorder, retry_failed: bool):
         self.cfg, self.backend, self.rec = cfg, backend, recorder
-        self.strategies: dict = {}  # key -> the strategy that asked for a point (Steps.evaluate)
         self.settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         resumed = resumed_outcomes(recorder.held, retry_failed) if recorder.held is not None else {}
-        self.sweep = Sweep(self._measure, lambda s: recorder.prepare(s)["key"], self._record, resumed)
+        self.sweep = Sweep(self._dispatch(), lambda s: recorder.prepare(s)["key"], self._record, resumed)
         # The per-setting timeout: the configured one, else the first-point limit until a timed
         # point (the baseline first of all) sets 10x its time; a resumed file's rows set it at once.
         held_wall = first_timed_wall(recorder.held, cfg.baseline)
         self.limit_known = bool(cfg.timeout_s) or held_wall is not None
         self.limit_s = cfg.timeout_s or default_timeout(held_wall)
         self._limit()
-        if backend.caps.parallel:  # a farm: settings in parallel over its workers
-            self.sweep.measure_many = self._measure_many
-            self.sweep.batch = backend.batch
-        elif cfg.timing.adaptive and cfg.timing.second_window_s > 0 and backend.caps.windows:
-            self.sweep.measure_more = lambda firsts: backend.measure_more(cfg.problem, firsts, self._limit())
-            self.sweep.window_gap_s = cfg.timing.second_window_s
-            self.sweep.wants_window = lambda m: self._timing().wants_window(m)
+
+    def _dispatch(self) -> Dispatch:
+        """In parallel over a farm's workers; in timing windows where the backend has them and the
+        timing is adaptive; else one setting at a time."""
+        backend, problem, timing = self.backend, self.cfg.problem, self.cfg.timing
+        if backend.caps.parallel:
+            return Dispatch(self._measure, measure_many=self._measure_many, batch=backend.batch)
+        if timing.adaptive and timing.second_window_s > 0 and backend.caps.windows:
+            return Dispatch(self._measure, window_gap_s=timing.second_window_s,
+                            measure_more=lambda firsts: backend.measure_more(problem, firsts, self._limit()),
+                            wants_window=lambda m: self._timing().wants_window(m))
+        return Dispatch(self._measure)
 
     def _limit(self) -> Timing:
         """This session's timeout on the backend (sessions of a network share one), and the timing."""
@@ -128,7 +132,7 @@ class Steps:
 
     def _measure(self, setting: Setting, upcoming) -> Measurement:
         self._limit()
-        timing = self._timing(first_window=self.sweep.measure_more is not None)
+        timing = self._timing(first_window=self.sweep.dispatch.measure_more is not None)
         m = self.backend.measure(self.cfg.problem, setting, timing, upcoming)
         self._learn_limit(m.status, m.wall_ms)  # its first window, before it waits for more
         return m
@@ -143,24 +147,19 @@ class Steps:
         self._limit()
         return self.backend.measure_many(self.cfg.problem, self._timing, settings)
 
-    def _record(self, m: Measurement, phase: str) -> Outcome:
-        row = self.rec.record(m, phase, self.strategies.pop(self.rec.prepare(m.setting)["key"], None))
+    def _record(self, m: Measurement, strategy: str) -> Outcome:
+        row = self.rec.record(m, "search", strategy)
         self._learn_limit(row["status"], row.get("wall_ms"))
         return Outcome(m.setting, row["status"], row[schema.TIME] if timed(row["status"]) else None)
 
-    def evaluate(self, setting: Setting, upcoming=(), strategy: str | None = None) -> Outcome:
+    def evaluate(self, setting: Setting, upcoming=(), strategy: str = LISTED) -> Outcome:
         """One setting measured into the file (or its outcome, when already measured or resumed),
         its rows' `strategy` column set to `strategy`: what a network's scheduler asks for."""
-        if strategy is not None:
-            self.rec.strategy = strategy
-            # a point that waits for more timing windows is recorded later, under this strategy still
-            self.strategies.setdefault(self.rec.prepare(setting)["key"], strategy)
-        return self.sweep.evaluate(setting, upcoming)
+        return self.sweep.evaluate(setting, upcoming, strategy)
 
     def measure_again(self, setting: Setting, strategy: str) -> Outcome:
         """A setting measured and recorded once more, whatever the file holds (a drift check)."""
-        self.rec.strategy = strategy
-        return self._record(self.backend.measure(self.cfg.problem, setting, self._limit(), ()), "search")
+        return self._record(self.backend.measure(self.cfg.problem, setting, self._limit(), ()), strategy)
 
     @property
     def measured(self) -> int:
@@ -178,7 +177,6 @@ class Steps:
     def search(self) -> None:
         cfg, info = self.cfg, self.backend.info
         budget = Budget(cfg.budget, cfg.time_limit_s)
-        self.rec.strategy = cfg.search_strategy
         for space in cfg.spaces:
             self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed)
 
@@ -195,7 +193,6 @@ class Steps:
         rounds = rerank_rounds(cfg.rerank_repeat, sum(min(cfg.rerank, n) for n in groups.values()), len(top))
         if top and outcomes and outcomes[0].cost is not None and outcomes[0] not in top:
             top.append(outcomes[0])  # the baseline runs beside them, so the speedup is side by side
-        rec.strategy = "rerank"
         # A finished sweep resumed: its re-ranking stands, unless the file lost part of it (a row
         # cut by a crash): then the whole re-ranking is measured again, side by side.
         last = results.last_rerank(rec.held) if rec.held_rerank else None  # a re-ranking measured again: its last
@@ -206,7 +203,7 @@ class Steps:
             timing = Timing(warmup=1, repeat=rounds, noisy_cv=cfg.timing.noisy_cv)
             self._limit()
             for m in self.backend.measure_interleaved(cfg.problem, [o.setting for o in top], timing):
-                rec.record(m, "rerank")
+                rec.record(m, "rerank", "rerank")
             final = [r for r in rec.rows if r["phase"] == "rerank" and timed(r["status"])]
         elif nothing_new:
             final = results.ok_rows(last[last["phase"] == "rerank"]).to_dict("records")

@@ -1,9 +1,11 @@
 """The only loop: settings in, measurements out, budgets and resume enforced. No OpenCL here.
 
-`Sweep` is given a measure function (in-process Runner, worker process, or a fake in tests), a
-key function (the resume identity of a setting) and a `record` callback that writes each result.
-A farm also gives `measure_many`, which keeps several settings in flight and yields measurements
-as they finish; strategies then hand over `batch` settings at a time.
+`Sweep` is built whole from its `Dispatch` (how settings reach the backend: a measure function of
+an in-process Runner, a worker process or a fake in tests, and what more the backend can do), a
+key function (the resume identity of a setting) and a `record` callback that writes each result
+under the strategy that asked for it. A farm's dispatch also has `measure_many`, which keeps
+several settings in flight and yields measurements as they finish; strategies then hand over
+`batch` settings at a time.
 
 With `measure_more` (adaptive repeats on one device), a point is timed in windows: `measure`
 gives its first (one timed launch), and the point waits, its outcome provisional, until
@@ -46,14 +48,15 @@ class Outcome:
     cost: float | None  # run ms (schema.TIME, the fastest launch) when ok
 
 
-@dataclass
-class Sweep:
+LISTED = "listed"  # the strategy column of a setting measured because it was listed, not searched
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """How a sweep's settings reach its backend: one at a time (`measure`), in parallel over a farm's
+    workers (`measure_many`), or one at a time and timed in windows (`measure_more`)."""
+
     measure: Callable[[Setting, Sequence[Setting]], Measurement]
-    key: Callable[[Setting], str]
-    record: Callable[[Measurement, str], Outcome]  # (measurement, phase) -> outcome, after writing it
-    resumed: dict = field(default_factory=dict)  # key -> Outcome from the file being resumed
-    outcomes: dict = field(default_factory=dict)  # key -> Outcome, this run
-    clock: Callable[[], float] = time.monotonic
     # Settings in (pulled lazily, one per free worker), measurements out in the order they finish.
     measure_many: Callable[[Iterator[Setting]], Iterable[Measurement]] | None = None
     batch: int = 1  # settings a strategy proposes at a time (the farm's workers)
@@ -61,17 +64,27 @@ class Sweep:
     measure_more: Callable[[list[Measurement]], list[Measurement]] | None = None
     wants_window: Callable[[Measurement], bool] = lambda m: False  # another window after this one?
     window_gap_s: float = 0.0
-    waiting: dict = field(default_factory=dict)  # key -> (its windows' Measurement, clock at the last one's end)
+
+
+@dataclass
+class Sweep:
+    dispatch: Dispatch
+    key: Callable[[Setting], str]
+    record: Callable[[Measurement, str], Outcome]  # (measurement, strategy) -> outcome, after writing it
+    resumed: dict = field(default_factory=dict)  # key -> Outcome from the file being resumed
+    outcomes: dict = field(default_factory=dict)  # key -> Outcome, this run
+    clock: Callable[[], float] = time.monotonic
+    waiting: dict = field(default_factory=dict)  # key -> (its windows' Measurement, clock at its end, strategy)
 
     def run_settings(self, settings: Iterable[Setting]) -> list[Outcome]:
         """Measure a fixed list (the config's [[setting]]s) in order, skipping what was resumed."""
         settings = list(settings)
         with self.finishing():
-            if self.measure_many is not None:
-                self._evaluate_many(iter(settings))
+            if self.dispatch.measure_many is not None:
+                self._evaluate_many(iter(settings), LISTED)
             else:
                 for i, s in enumerate(settings):
-                    self.evaluate(s, settings[i + 1:i + 1 + PREFETCH])
+                    self.evaluate(s, settings[i + 1:i + 1 + PREFETCH], LISTED)
         return [self.outcomes[self.key(s)] for s in settings]
 
     def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:
@@ -90,7 +103,7 @@ class Sweep:
                 raise BudgetExhausted
             counted.add(key)
             mine.append(key)
-            return self.evaluate(setting, upcoming).cost
+            return self.evaluate(setting, upcoming, strategy).cost
 
         def admit(settings: Sequence[Setting], stopped: list) -> Iterator[Setting]:
             """The settings not yet counted, each checked against the budget as it is taken."""
@@ -107,7 +120,7 @@ class Sweep:
 
         def evaluate_many(settings: Sequence[Setting]) -> list:
             stopped: list = []
-            self._evaluate_many(admit(settings, stopped))
+            self._evaluate_many(admit(settings, stopped), strategy)
             if stopped:
                 raise BudgetExhausted
             return [self.outcomes[self.key(s)].cost for s in settings]
@@ -115,31 +128,31 @@ class Sweep:
         def measured(setting: Setting) -> bool:
             return self.key(setting) in counted
 
-        many = evaluate_many if self.measure_many is not None else None
+        many = evaluate_many if self.dispatch.measure_many is not None else None
         with self.finishing():
             try:
-                get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.batch))
+                get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.dispatch.batch))
             except BudgetExhausted:
                 pass
         return [self.outcomes[k] for k in mine if k in self.outcomes]
 
-    def evaluate(self, setting: Setting, upcoming: Sequence[Setting] = ()) -> Outcome:
-        """A setting's outcome: this run's, the resumed file's, else measured now and recorded (an
-        ok point with more windows to come waits, its outcome provisional). `upcoming`: settings
-        likely next, built with this one."""
+    def evaluate(self, setting: Setting, upcoming: Sequence[Setting] = (), strategy: str = LISTED) -> Outcome:
+        """A setting's outcome: this run's, the resumed file's, else measured now and recorded under
+        `strategy`, the one that asked for it (an ok point with more windows to come waits, its
+        outcome provisional). `upcoming`: settings likely next, built with this one."""
         key = self.key(setting)
         if key in self.outcomes:
             return self.outcomes[key]
         if key in self.resumed:
             outcome = self.resumed[key]
         else:
-            m = self.measure(setting, upcoming)
-            if self.measure_more is not None and timed(m.status) and m.rounds:
-                outcome = self._wait(key, m)
+            m = self.dispatch.measure(setting, upcoming)
+            if self.dispatch.measure_more is not None and timed(m.status) and m.rounds:
+                outcome = self._wait(key, m, strategy)
             else:
-                outcome = self.record(m, "search")
+                outcome = self.record(m, strategy)
         self.outcomes[key] = outcome
-        self.second_windows(self.window_gap_s)
+        self.second_windows(self.dispatch.window_gap_s)
         return self.outcomes[key]
 
     def second_windows(self, waited: float = 0.0) -> None:
@@ -148,21 +161,21 @@ class Sweep:
         if not self.waiting:
             return
         now = self.clock()
-        due = [k for k, (_, t) in self.waiting.items() if now - t >= waited]
+        due = [k for k, (_, t, _) in self.waiting.items() if now - t >= waited]
         if not due:
             return
-        for m in self.measure_more([self.waiting[k][0] for k in due]):
+        for m in self.dispatch.measure_more([self.waiting[k][0] for k in due]):
             key = self.key(m.setting)
-            earlier, _ = self.waiting.pop(key, (m, None))
+            earlier, _, strategy = self.waiting.pop(key)
             # A window that could not be made (its worker died) leaves `windows` as it was: recorded.
-            if m.windows > earlier.windows and self.wants_window(m):
-                self.outcomes[key] = self._wait(key, m)
+            if m.windows > earlier.windows and self.dispatch.wants_window(m):
+                self.outcomes[key] = self._wait(key, m, strategy)
             else:
-                self.outcomes[key] = self.record(m, "search")
+                self.outcomes[key] = self.record(m, strategy)
 
-    def _wait(self, key: str, m: Measurement) -> Outcome:
+    def _wait(self, key: str, m: Measurement, strategy: str) -> Outcome:
         """Put an ok point in the queue for its next window; its provisional outcome."""
-        self.waiting[key] = (m, self.clock())
+        self.waiting[key] = (m, self.clock(), strategy)
         return Outcome(m.setting, m.status.value, min(r.run_ms for r in m.rounds))
 
     @contextlib.contextmanager
@@ -174,9 +187,9 @@ class Sweep:
             while self.waiting:  # each pass is one more window of every point still waiting
                 self.second_windows()
         except BaseException:
-            for key, (m, _) in list(self.waiting.items()):
+            for key, (m, _, strategy) in list(self.waiting.items()):
                 self.waiting.pop(key)
-                self.outcomes[key] = self.record(m, "search")
+                self.outcomes[key] = self.record(m, strategy)
             raise
 
     def incumbent(self) -> float | None:
@@ -185,7 +198,7 @@ class Sweep:
                  if timed(o.status) and o.cost is not None]
         return min(costs, default=None)
 
-    def _evaluate_many(self, settings: Iterator[Setting]) -> list[Outcome]:
+    def _evaluate_many(self, settings: Iterator[Setting], strategy: str) -> list[Outcome]:
         """Outcomes of `settings`: resumed ones at once, the rest measured in parallel, recorded as
         each finishes. A setting is pulled from `settings` only when a worker is free for it."""
         done: list[Outcome] = []
@@ -203,8 +216,8 @@ class Sweep:
                 pulled.add(key)
                 yield s
 
-        for m in self.measure_many(fresh()):
-            outcome = self.record(m, "search")
+        for m in self.dispatch.measure_many(fresh()):
+            outcome = self.record(m, strategy)
             self.outcomes[self.key(m.setting)] = outcome
             done.append(outcome)
         return done

@@ -118,7 +118,6 @@ class Recorder:
         self.path, self.info, self.problem, self.config_name = Path(path), info, problem, config_name
         self.prepare = prepare  # setting -> its key and PREPARED columns (session.setting_identity)
         self.noisy_cv, self.peaks, self.baseline, self.on_row = noisy_cv, peaks, baseline, on_row
-        self.strategy = "listed"  # the `strategy` column of the rows being recorded
         self.rows: list[dict] = []  # this run's rows, in the order written
         self.held: pd.DataFrame | None = None  # the rows the file held when resumed
         self._file: ResultsFile | None = None
@@ -143,9 +142,9 @@ class Recorder:
         """Whether the resumed file holds a re-ranking (a finished sweep)."""
         return self.held is not None and bool((self.held["phase"] == "rerank").any())
 
-    def record(self, m: Measurement, phase: str, strategy: str | None = None) -> dict:
-        """Write m as a row; `strategy` (default: self.strategy) is the `strategy` column."""
-        extra = {"phase": phase, "strategy": self.strategy if strategy is None else strategy, "seq": len(self.rows), "baseline": self.baseline,
+    def record(self, m: Measurement, phase: str, strategy: str) -> dict:
+        """Write m as a row of `phase` (search, rerank); `strategy`: who asked for it (the `strategy` column)."""
+        extra = {"phase": phase, "strategy": strategy, "seq": len(self.rows), "baseline": self.baseline,
                  **self.prepare(m.setting)}
         row = to_row(m, self.info, self.problem, self.config_name, self.noisy_cv, extra, self.peaks)
         self._file.append(row)
