@@ -34,7 +34,22 @@ def random_shapes(count, seed=7):
     return out
 
 
-ALL_SHAPES = SHAPES + random_shapes(6)
+RANDOM_SHAPES = random_shapes(6)
+ALL_SHAPES = SHAPES + RANDOM_SHAPES
+
+
+def shapes_with(names: list, per_random: int) -> list[tuple[dict, list]]:
+    """(shape, names) pairs: every special shape with all of `names`, each random shape with
+    `per_random` of them in turn, so that each name also meets random shapes while the programs
+    built (a build per shape and name, the bulk of a cold test run) stay fewer."""
+    pairs = [(shape, list(names)) for shape in SHAPES]
+    for i, shape in enumerate(RANDOM_SHAPES):
+        pairs.append((shape, [names[(i * per_random + j) % len(names)] for j in range(per_random)]))
+    return pairs
+
+
+def pair_id(value) -> str:
+    return shape_id(value) if isinstance(value, dict) else "+".join(map(str, value))
 
 
 def shape_id(shape) -> str:

@@ -8,18 +8,24 @@ from cltune.core.space import Setting
 from cltune.workloads import builtin_settings
 from cltune.workloads.conv2d import LADDER, interior
 
-from .shapes import ALL_SHAPES, SHAPES, shape_id
+from .shapes import RANDOM_SHAPES, SHAPES, pair_id, shapes_with
 
 QUICK = Timing(warmup=0, repeat=2)
 
 
-@pytest.mark.parametrize("shape", ALL_SHAPES, ids=shape_id)
-def test_every_ladder_setting_matches_reference(runner, shape):
-    # Guards the study's dilation bug (row step by dilation_w) and every macro/unroll/split variant.
+@pytest.mark.parametrize("shape, names", shapes_with(list(LADDER), 4), ids=pair_id)
+def test_every_ladder_setting_matches_reference(runner, shape, names):
+    # Guards the study's dilation bug (row step by dilation_w) and every macro/unroll/split variant:
+    # each on every special shape, and four of them in turn on each random one.
     problem = Problem.from_shapes(**shape)
-    for name, params in LADDER.items():
-        m = runner.measure(problem, Setting.make(name, "conv2d", params), QUICK)
+    for name in names:
+        m = runner.measure(problem, Setting.make(name, "conv2d", LADDER[name]), QUICK)
         assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
+
+
+def test_every_ladder_setting_meets_random_shapes_too():
+    met = [n for shape, names in shapes_with(list(LADDER), 4) if shape in RANDOM_SHAPES for n in names]
+    assert set(met) == set(LADDER) and min(met.count(n) for n in LADDER) >= 2
 
 
 def test_timing_invariants_hold_on_every_round(runner):

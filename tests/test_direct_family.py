@@ -10,7 +10,7 @@ from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, pack_weights, source_dims
 
 from .fakes import MALI_T860, POCL_AVX2, POCL_AVX512
-from .shapes import ALL_SHAPES, SHAPES, shape_id
+from .shapes import ALL_SHAPES, RANDOM_SHAPES, SHAPES, pair_id, shape_id, shapes_with
 
 QUICK = Timing(warmup=0, repeat=1)
 
@@ -38,14 +38,20 @@ COMBOS = {
 }
 
 
-@pytest.mark.parametrize("shape", ALL_SHAPES, ids=shape_id)
-def test_every_combination_class_matches_reference(runner, shape):
+@pytest.mark.parametrize("shape, names", shapes_with(list(COMBOS), 3), ids=pair_id)
+def test_every_combination_class_matches_reference(runner, shape, names):
     # Guards index arithmetic of every layout, pixel mapping and padding strategy: a wrong tap
     # offset, a lost overhang pixel or an unpadded channel block shows up as a wrong or NaN output.
+    # Each class runs on every special shape, and three of them in turn on each random one.
     problem = Problem.from_shapes(**shape)
-    for name, params in COMBOS.items():
-        m = runner.measure(problem, Setting.make(name, "direct", params), QUICK)
+    for name in names:
+        m = runner.measure(problem, Setting.make(name, "direct", COMBOS[name]), QUICK)
         assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
+
+
+def test_every_combination_class_meets_random_shapes_too():
+    met = [n for shape, names in shapes_with(list(COMBOS), 3) if shape in RANDOM_SHAPES for n in names]
+    assert set(met) == set(COMBOS) and min(met.count(n) for n in COMBOS) >= 2
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
