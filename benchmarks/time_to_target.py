@@ -131,7 +131,7 @@ def cltune_child(spec: dict) -> None:
 
     from cltune.search import strategies
 
-    strategies.MODEL_ROUND = spec.get("round") or strategies.MODEL_ROUND  # `--model-rounds`: before and after
+    strategies.MODEL_GUESS = not spec["tool"].endswith("/noguess")  # `--without-guess`: the same points, built alone
     cfg = load(spec["kernel"])
     cfg = replace(cfg, settings=(), baseline=None, strategy=None)  # the space alone, by the default strategy
     names, rows = names_of(cfg), []
@@ -154,8 +154,7 @@ def run_one(tool: str, kernel: str, seed: int, args, tmp: Path) -> dict:
     """One tool's run in a fresh process with empty kernel caches; its evaluations, timed from its start."""
     label = f"{kernel}_{tool.replace(':', '_').replace('/', '_')}_s{seed}"
     spec = {"tool": tool, "kernel": kernel, "seed": seed, "device": args.device, "budget": args.budget,
-            "strategy": tool.partition(":")[2], "out": str(tmp / f"{label}.json"),
-            "round": int(tool.partition("round")[2] or 0)}
+            "strategy": tool.partition(":")[2], "out": str(tmp / f"{label}.json")}
     t0 = time.time()
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)], capture_output=True,
                           text=True, env=fresh_env(tmp / f"cache_{label}"), cwd=tmp)
@@ -248,8 +247,8 @@ def main() -> None:
     ap.add_argument("--kt-strategies", default="dual_annealing,firefly_algorithm",
                     help="Kernel Tuner's strategies (its best on the recorded conv spaces at 25-100 points)")
     ap.add_argument("--kernels", default="conv,gemm", help=f"of {', '.join(KERNELS)}")
-    ap.add_argument("--model-rounds", default="",
-                    help="also cltune's model proposing N points a round (strategies.MODEL_ROUND), e.g. 1")
+    ap.add_argument("--without-guess", action="store_true",
+                    help="also cltune's model without its guess of the next point built ahead (the same points)")
     ap.add_argument("--passes", type=int, default=5, help="the reference's passes over the candidates")
     ap.add_argument("--keep", type=Path, help="keep every run's files (and kernel caches) in this folder")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -265,7 +264,7 @@ def main() -> None:
     args.device = info.index
     print(dev.machine_line(info))
     print(f"/proc/loadavg before: {Path('/proc/loadavg').read_text().strip()}")
-    tools = ["cltune:model"] + [f"cltune:model/round{n}" for n in args.model_rounds.split(",") if n] + \
+    tools = ["cltune:model"] + ["cltune:model/noguess"] * args.without_guess + \
         [f"kt:{s}" for s in args.kt_strategies.split(",") if s]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

@@ -172,6 +172,11 @@ def tpe(search: Search) -> None:
 
 
 LOCAL_START = 5  # random points before the first descent
+# On one device `model` announces a guess of its next proposal (what it would propose if the point
+# being measured changed nothing), so the two build in one program; when the guess is right the next
+# point is built already. Its proposals are the same either way: a setting built alone cost PoCL
+# 100-180 ms of cold build on the sgemm example, one of a batch 18 (docs/tuning.md, wall clock).
+MODEL_GUESS = True
 DRAWN_POOL = 200  # points drawn from a space too large to list: the points a learning strategy knows
 
 
@@ -191,13 +196,15 @@ def _start(search: Search, rng: _random.Random, first: int):
     return drawn, cost, order
 
 
-def _measure(search: Search, pool: list[Setting], picks: list[int], cost: dict) -> None:
-    """Measure pool[i] for each pick (in parallel on a farm, else announcing the ones after it)."""
+def _measure(search: Search, pool: list[Setting], picks: list[int], cost: dict, guess=()) -> None:
+    """Measure pool[i] for each pick (in parallel on a farm, else announcing the ones after it, and
+    then the `guess`: indices likely to be proposed next)."""
     settings = [pool[i] for i in picks]
     if search.evaluate_many is not None and len(settings) > 1:
         costs = search.evaluate_many(settings)
     else:
-        costs = [search.evaluate(s, settings[k + 1:]) for k, s in enumerate(settings)]
+        ahead = [pool[i] for i in guess]
+        costs = [search.evaluate(s, settings[k + 1:] + ahead) for k, s in enumerate(settings)]
     cost.update(zip(picks, costs))
 
 
@@ -215,11 +222,14 @@ def model(search: Search) -> None:
     while left:
         width = max(search.batch, 1)
         pick = proposer.propose(drawn.enc, cost, left, width)
+        guess = []
         if pick is None:  # too few measured: the seeded random order
             pick = left[:max(width, min(sg.MODEL_INIT - len(cost), PREFETCH + 1))]
+        elif width == 1 and MODEL_GUESS and search.evaluate_many is None:
+            guess = proposer.peek(drawn.enc, cost, [i for i in left if i not in pick], pick)
         chosen = set(pick)
         left = [i for i in left if i not in chosen]
-        _measure(search, drawn.settings, pick, cost)
+        _measure(search, drawn.settings, pick, cost, guess)
         if not left:  # a drawn pool's first points are measured: draw the rest
             left = drawn.grow()
 

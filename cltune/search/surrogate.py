@@ -256,7 +256,8 @@ class Proposer:
         self.rng, self.weights, self.fitted_at, self.step = rng, initial_weights(enc), -1, 0
         self.cols = (Columns(enc, *self.weights[:2]), Columns(enc, *self.weights[2:]))
 
-    def propose(self, enc: Encoding, cost: dict, left: list, width: int = 1) -> list | None:
+    def propose(self, enc: Encoding, cost: dict, left: list, width: int = 1, taken=()) -> list | None:
+        """`taken`: points proposed already and not yet measured (left out of the neighbours)."""
         ok = [i for i, c in cost.items() if c is not None]
         if len(ok) < 2 or len(cost) < MODEL_INIT or enc.dims == 0:
             return None
@@ -267,8 +268,20 @@ class Proposer:
             self.weights, self.fitted_at = refit(enc, ok, bad, y, self.weights), len(cost)
             w, v, wf, vf = self.weights
             self.cols = (Columns(enc, w, v), Columns(enc, wf, vf))
-        near = [k for k in enc.neighbours(ok[int(y.argmin())]) if k not in cost] if self.step % 2 == 0 else []
+        near = [k for k in enc.neighbours(ok[int(y.argmin())]) if k not in cost and k not in taken] \
+            if self.step % 2 == 0 else []
         return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width, self.cols)
+
+    def peek(self, enc: Encoding, cost: dict, left: list, taken) -> list:
+        """What the next call would propose if `taken` (proposed, not yet measured) changed nothing:
+        a guess to build ahead, not a decision. The Proposer is left as it was, so the proposals
+        that follow are the same with or without a peek."""
+        state, step = self.rng.getstate(), self.step
+        try:
+            return self.propose(enc, cost, left, 1, taken) or []
+        finally:
+            self.rng.setstate(state)
+            self.step = step
 
 
 def mixed_encoding(points: list[dict]) -> Encoding:
