@@ -212,7 +212,8 @@ def farm_sweep(cfg, cluster, **opts):
     from cltune.farm import sweep as farm
 
     two_workers(cluster[1])
-    return farm.sweep(cfg, tune.Options(**opts), cluster[0].scheduler_address, grace_s=60)
+    opts = tune.Options(**opts)
+    return farm.sweep(tune.merge(cfg, opts), opts, cluster[0].scheduler_address, grace_s=60)
 
 
 def search_rows(df):

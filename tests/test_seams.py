@@ -29,10 +29,32 @@ def test_with_overrides_merges_options_and_is_idempotent():
 
 def test_expected_rows_counts_settings_budgets_and_the_rerank_with_overrides():
     cfg = make_config(budget=5, rerank=3)
-    assert tune.expected_rows(cfg, tune.Options()) == 1 + 5 + 4  # normal, the budget, top 3 + baseline
-    assert tune.expected_rows(cfg, tune.Options(budget=2, rerank=0)) == 1 + 2
+    assert tune.expected_rows(tune.merge(cfg, tune.Options())) == 1 + 5 + 4  # normal, the budget, top 3 + baseline
+    assert tune.expected_rows(tune.merge(cfg, tune.Options(budget=2, rerank=0))) == 1 + 2
     valid = len(cfg.spaces[0].valid_settings(cfg.problem))
-    assert tune.expected_rows(make_config(rerank=0), tune.Options()) == 1 + valid
+    assert tune.expected_rows(make_config(rerank=0)) == 1 + valid
+
+
+def test_a_run_checks_and_merges_its_options_once(tmp_path, monkeypatch):
+    # The bug: a local sweep merged the command's options into the config three times (the command's
+    # row count, the backend's opener, tune.run) and checked them twice (the command, tune.run); a farm
+    # once more per device kind. Now whoever starts the run merges, and the stages below take it as it is.
+    from cltune.loader.config import Config
+
+    calls = {"merge": 0, "check": 0}
+    real_merge, real_check = Config.with_overrides, tune.check_options
+    monkeypatch.setattr(Config, "with_overrides", lambda c, o: calls.__setitem__("merge", calls["merge"] + 1)
+                        or real_merge(c, o))
+    monkeypatch.setattr(tune, "check_options", lambda o: calls.__setitem__("check", calls["check"] + 1)
+                        or real_check(o))
+    opts = tune.Options(isolation=False, out=tmp_path / "r.csv", seed=3)
+    tune.run(make_config(budget=2, rerank=0), opts, backend=FakeBackend())
+    assert calls == {"merge": 1, "check": 1}
+    from cltune.measure.backend import measuring
+
+    merged = tune.merge(make_config(budget=2, rerank=0), tune.Options(seed=3))
+    tune.expected_rows(merged), measuring(merged, opts)  # the stages below take the merged config
+    assert calls == {"merge": 2, "check": 2} and measuring(merged, opts)[0]["seed"] == 3
 
 
 def test_a_resumed_sweep_reads_its_file_once_and_the_recorder_hands_out_its_rows(tmp_path, monkeypatch):

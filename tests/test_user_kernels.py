@@ -292,7 +292,7 @@ def test_a_user_kernel_on_a_local_farm_of_two(tmp_path):
 
     cfg = config.load(str(write_config(tmp_path, modes=(0, 1, 2, 5))))
     out = tmp_path / "farm.csv"
-    [res] = farm.sweep(cfg, tune.Options(out=out), "local:2", grace_s=60)
+    [res] = farm.sweep(cfg, tune.Options(out=out), "local:2", grace_s=60)  # nothing to merge
     df = results.load(out)
     status = {json.loads(p)["MODE"]: s for p, s in zip(df["params"], df["status"])}
     assert status == {0: "ok", 1: "wrong_result", 2: "out_of_bounds", 5: "out_of_bounds"}

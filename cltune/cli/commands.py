@@ -138,7 +138,7 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
                         retry_failed=retry_failed, farm=farm_spec(farm), tls=tls, insecure=insecure)
-    tune.check_options(opts)
+    cfg = tune.merge(cfg, opts)
     with interrupts(kept):
         if opts.farm:
             from .farm import farm_sweep
@@ -163,8 +163,8 @@ def _local_sweep(cfg, opts):
                    f"{info.compute_units} compute units, {info.max_clock_mhz} MHz; {describe(info)})")
         click.echo(f"problem: {cfg.problem.describe()}"
                    + (f", {cfg.problem.flops / 1e9:.3f} GFLOP" if cfg.problem.flops else ""))
-        table = SweepTable([s.name for s in cfg.settings], Progress(tune.expected_rows(cfg, opts)))
-        result = tune.run(cfg, opts, table.row, backend=backend)
+        table = SweepTable([s.name for s in cfg.settings], Progress(tune.expected_rows(cfg)))
+        result = tune.sweep(cfg, opts, backend, table.row)
         table.done()
     finally:
         backend.close()

@@ -59,8 +59,14 @@ def check_options(opts: Options) -> None:
             raise UserError(f"{name}: expected a finite number of seconds > 0, got {v!r}")
     if opts.retry_failed and not opts.resume:
         raise UserError("--retry-failed measures again the failed rows of a file: give it with --resume FILE")
-    out = Path(opts.out) if opts.out else None
-    if out is not None and out.is_file() and out.stat().st_size:
+    if opts.out:
+        check_out(opts.out)
+
+
+def check_out(out) -> None:
+    """A new results file: refused when it holds anything (a results file is resumed, never written over)."""
+    out = Path(out)
+    if out.is_file() and out.stat().st_size:
         if guard.holds(out) == guard.RESULTS:
             raise UserError(f"{out}: already holds results; resume it with --resume {out}, "
                             "or choose another --out")
@@ -68,9 +74,18 @@ def check_options(opts: Options) -> None:
                         "new or empty file); choose another --out")
 
 
+def merge(cfg, opts: Options):
+    """A run's config: the options checked before any device (check_options) and merged into cfg
+    (Config.with_overrides), once per run, by whoever starts it (run, `cltune sweep`, tune_kernel);
+    the stages below (open_backend, expected_rows, sweep, the farm's sweep) take it as it is."""
+    check_options(opts)
+    return cfg.with_overrides(opts)
+
+
 def open_backend(cfg, opts: Options):
-    """The backend for a sweep of cfg that opts name, opened by the chooser: an isolated worker, this
-    process with --no-isolation, a farm of one device kind (farm/sweep.py opens one per kind)."""
+    """The backend for a sweep of cfg (merged with opts) that opts name, opened by the chooser: an
+    isolated worker, this process with --no-isolation, a farm of one device kind (farm/sweep.py opens
+    one per kind)."""
     return backend_mod.open_backend(backend_mod.spec_of(opts), cfg, opts)
 
 
@@ -79,9 +94,9 @@ def default_path(cfg, info) -> Path:
     return stamped_path(cfg.name, info.name, suffix=".csv")
 
 
-def expected_rows(cfg, opts: Options) -> int:
-    """Rows a sweep will write: its settings, each space's budget (or valid size), the re-ranking."""
-    cfg = cfg.with_overrides(opts)
+def expected_rows(cfg) -> int:
+    """Rows a sweep of cfg (merged with its options) will write: its settings, each space's budget (or
+    valid size), the re-ranking."""
     n = len(cfg.settings)
     for space in cfg.spaces:
         if not space.countable:  # never listed just to size a progress bar: the budget, else the size
@@ -95,19 +110,21 @@ def expected_rows(cfg, opts: Options) -> int:
 
 def run(cfg, opts: Options, on_row: Callable[[dict], None] = lambda row: None, backend=None) -> Result:
     """Measure the config's settings (the baseline first), then search its spaces, then re-rank the
-    best few; each row is written as it is measured and handed to on_row."""
-    check_options(opts)
-    cfg = cfg.with_overrides(opts)
+    best few; each row is written as it is measured and handed to on_row. cfg as loaded: merged with
+    opts here; the backend opened here when none is given."""
+    cfg = merge(cfg, opts)
     own = backend is None
     backend = backend or open_backend(cfg, opts)
     try:
-        return _run(cfg, opts, backend, on_row)
+        return sweep(cfg, opts, backend, on_row)
     finally:
         if own:
             backend.close()
 
 
-def _run(cfg, opts: Options, backend, on_row) -> Result:
+def sweep(cfg, opts: Options, backend, on_row: Callable[[dict], None] = lambda row: None) -> Result:
+    """run's sweep of a merged config on an open backend (`cltune sweep` opens it first to print the
+    device; the farm opens one per device kind)."""
     info, problem = backend.info, cfg.problem
     refusal = problem.size_refusal(info)  # before any file is written
     if refusal:

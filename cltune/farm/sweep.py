@@ -21,7 +21,7 @@ from .tls import access
 
 def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: None,
           on_kind: Callable[[Kind, object], None] = lambda kind, opts: None, grace_s: float = GRACE_S) -> list:
-    """Tune cfg on every device kind of the farm at once (each kind on its own boards, in a thread
+    """Tune cfg (merged with opts: tune.merge) on every device kind of the farm at once (each kind on its own boards, in a thread
     of its own), each into its own results file (a file holds one device's rows). Returns, per kind
     tuned, a tune.Result with its `kind` and `rerank_worker` set, or the exception that stopped that
     kind (the other kinds go on). `on_kind(kind, None)` tells of a kind left out of a resume."""
@@ -45,8 +45,10 @@ def sweep(cfg, opts, spec: str, on_row: Callable[[dict], None] = lambda row: Non
 
 
 def _tune_kind(farm: Farm, cfg, opts, kind: Kind, kind_opts, on_row, grace_s: float):
+    if kind_opts is not opts and kind_opts.out:  # its own file, named after the kind
+        tune.check_out(kind_opts.out)
     backend = open_backend("farm:" + farm.spec, cfg, opts, farm=farm, kind=kind, grace_s=grace_s)
-    res = tune.run(cfg, kind_opts, on_row, backend=backend)
+    res = tune.sweep(cfg, kind_opts, backend, on_row)
     res.kind, res.rerank_worker = kind, backend.rerank_worker
     return res
 

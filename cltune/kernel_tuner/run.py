@@ -39,12 +39,11 @@ def results_folder() -> Path:
 
 
 def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_params: dict) -> Run:
-    """Open the device, search, re-rank; each search row becomes a result (printed, cached)."""
+    """Open the device, search, re-rank cfg (merged with opts: tune.merge); each search row becomes a
+    result (printed, cached)."""
     from ..drive import tune  # pandas (1.1 s) comes with it: imported on first use
     from ..drive.session import session  # pandas (1.1 s) comes with it: imported on first use
 
-    cfg = cfg.with_overrides(opts)
-    tune.check_options(opts)
     backend = tune.open_backend(cfg, opts)
     run = Run()
     try:
@@ -60,7 +59,7 @@ def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_param
         cfg = bind_config(cfg, info)
         space = cfg.spaces[0]
         valid = space.valid_settings(cfg.problem, info) if space.countable else None
-        printer.start(info.name, len(valid) if valid is not None else space.size, tune.expected_rows(cfg, opts))
+        printer.start(info.name, len(valid) if valid is not None else space.size, tune.expected_rows(cfg))
         run.path = Path(opts.out or stamped_path(cfg.name, info.name, suffix=".csv", folder=results_folder()))
         run.path.parent.mkdir(parents=True, exist_ok=True)
         by_key: dict = {}

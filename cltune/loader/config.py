@@ -107,9 +107,8 @@ class Config:
         return SEARCH_STRATEGY if self.budget or self.time_limit_s else DEFAULT_STRATEGY
 
     def with_overrides(self, opts) -> "Config":
-        """This config with what a caller's tune.Options override (None: the config's own value).
-        Idempotent, so every stage that meets options may apply it. A fixed --repeat turns adaptive
-        repeats off."""
+        """This config with what a caller's tune.Options override (None: the config's own value), once
+        per run (drive/tune.merge; net's run). Idempotent. A fixed --repeat turns adaptive repeats off."""
         timing = self.timing
         if opts.warmup is not None:
             timing = replace(timing, warmup=opts.warmup)

@@ -56,9 +56,9 @@ def farm_spec(option: str | None = None) -> str | None:
 
 
 def measuring(cfg, opts) -> tuple[dict, float]:
-    """What a measuring backend (local, isolated or a farm's) takes from a config and a sweep's
-    options: the Runner's keyword arguments and the per-setting timeout."""
-    cfg = cfg.with_overrides(opts)
+    """What a measuring backend (local, isolated or a farm's) takes from a config (merged with the
+    sweep's options: drive/tune.merge) and the options: the Runner's keyword arguments and the
+    per-setting timeout."""
     kwargs = dict(rtol=cfg.rtol, atol=cfg.atol, seed=cfg.seed, prebuild=opts.prebuild)
     return kwargs, cfg.timeout_s or FIRST_POINT_TIMEOUT_S
 
