@@ -238,8 +238,8 @@ def test_rerank_per_family_takes_the_best_of_every_family(tmp_path):
     backend, res = run_fake(replace(cfg, rerank_per_family=True), tmp_path / "b")
     chosen = backend.interleaved[0]
     assert sorted(s.family for s in chosen) == ["conv2d", "conv2d", "direct", "direct"]
-    per_family = tune.expected_rows(replace(cfg, rerank_per_family=True), tune.Options())
-    assert per_family - tune.expected_rows(cfg, tune.Options()) == 2  # two more rerank rows: direct's
+    per_family = tune.expected_rows(replace(cfg, rerank_per_family=True))
+    assert per_family - tune.expected_rows(cfg) == 2  # two more rerank rows: direct's
     assert sum(r["phase"] == "rerank" for r in res.rows) == 4
     best = best_per_family(tmp_path / "b" / "r.csv", k=2)
     assert set(best) == {"conv2d", "direct"} and {r["phase"] for rows in best.values() for r in rows} == {"rerank"}
