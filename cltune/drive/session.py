@@ -69,10 +69,11 @@ def setting_identity(info, problem) -> Callable[[Setting], dict]:
 
 @contextmanager
 def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool = False,
-            on_row: Callable[[dict], None] = lambda row: None) -> Iterator["Steps"]:
+            on_row: Callable[[dict], None] = lambda row: None, known: tuple = ()) -> Iterator["Steps"]:
     """One results file and the measuring that fills it: its Recorder (the only writer of rows)
     and its Steps (the Sweep, the timing rules), for a sweep, a network's task or the API. `cfg`
-    is bound to the device; with `resume` the rows the file holds are not measured again. Points
+    is bound to the device; with `resume` the rows the file holds are not measured again, nor the
+    `known` outcomes measured elsewhere (Kernel Tuner's cache: kernel_tuner/run.py). Points
     still waiting for a timing window when the block ends are measured (or, on an exception,
     recorded with the launches they have)."""
     register_if_kernel(cfg.problem)  # a user kernel's family: the one its settings name
@@ -83,7 +84,7 @@ def session(cfg, backend, path: Path, resume: bool = False, retry_failed: bool =
     header = schema.make_header(cfg.name, cfg.problem.key, info)
     header.update(getattr(backend, "header_fields", {}))  # a farm's: how it was reached (insecure: true)
     with recorder.open(header, resume=resume):
-        steps = Steps(cfg, backend, recorder, retry_failed)
+        steps = Steps(cfg, backend, recorder, retry_failed, known)
         with steps.sweep.finishing():
             yield steps
 
@@ -92,10 +93,11 @@ class Steps:
     """The phases of one sweep, in order: the baseline (which sets the per-setting timeout), the
     config's other listed settings, the search of its spaces, the re-ranking of the best few."""
 
-    def __init__(self, cfg, backend, recorder, retry_failed: bool):
+    def __init__(self, cfg, backend, recorder, retry_failed: bool, known=()):
         self.cfg, self.backend, self.rec = cfg, backend, recorder
         self.settings = sorted(cfg.settings, key=lambda s: s.name != cfg.baseline)  # baseline first
         resumed = resumed_outcomes(recorder.held, retry_failed) if recorder.held is not None else {}
+        resumed.update((recorder.prepare(o.setting)["key"], o) for o in known)
         self.sweep = Sweep(self._dispatch(), lambda s: recorder.prepare(s)["key"], self._record, resumed)
         # The per-setting timeout: the configured one, else the first-point limit until a timed
         # point (the baseline first of all) sets 10x its time; a resumed file's rows set it at once.

@@ -66,12 +66,11 @@ def measure(cfg, opts, knobs, metrics, printer, cached: dict, writer, tune_param
         on_row = row_handler(knobs, metrics, printer, writer, by_key)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", tune.RefusedPoints)  # the space's size is printed instead
-            with session(cfg, backend, run.path, False, False, on_row) as steps:
-                for setting, result in _cached(space, cached, valid, tune_params):
-                    key = steps.rec.prepare(setting)["key"]
-                    by_key[key] = result
-                    steps.sweep.resumed[key] = Outcome(setting, "ok" if "__error__" not in result else "error",
-                                                       result["time"] if "__error__" not in result else None)
+            seeds = _cached(space, cached, valid, tune_params)
+            known = tuple(Outcome(s, "ok" if "__error__" not in r else "error",
+                                  r["time"] if "__error__" not in r else None) for s, r in seeds)
+            with session(cfg, backend, run.path, False, False, on_row, known) as steps:
+                by_key.update((steps.rec.prepare(s)["key"], r) for s, r in seeds)
                 steps.search()
                 res = steps.rerank([])
         run.rows = [r for r in res.rows if r["phase"] == "search"]
