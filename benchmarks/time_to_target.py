@@ -2,7 +2,7 @@
 strategies, on the same kernel, space and OpenCL device, side by side in one run.
 
     pip install -e '.[test]'                  # Kernel Tuner 1.5.0 beside cltune
-    python benchmarks/time_to_target.py [--device D] [--seeds 3] [--budget conv=30,gemm=60]
+    python benchmarks/time_to_target.py [--device D] [--seeds 5] [--budget conv=30,gemm=60]
                                         [--kt-strategies dual_annealing,firefly_algorithm] [--kernels conv,gemm]
 
 Two kernels: `conv`, the conv2d space of benchmarks/time_to_target.toml (975 points), and `gemm`,
@@ -20,7 +20,8 @@ measured within CANDIDATE x its tool's fastest of the kernel, each launched in `
 interleaved passes, its time its fastest launch. The best known setting is the fastest of them; a
 run reaches the target when it first writes a setting within 5% of it. Printed per kernel and
 tool: the seconds to the target of each seed and the evaluations it took (`never 0.93`: it never
-got there, and its best was 0.93 of the best known), their median (a run that never gets there
+got there, and its best was 0.93 of the best known; `never far`: none of its settings was within
+CANDIDATE x its tool's fastest), their median (a run that never gets there
 counts as slower than any that did), and Kernel Tuner's best strategy's median over cltune's. The
 GEMM space is the larger: it gets the larger budget by default.
 """
@@ -198,9 +199,10 @@ def reach(run: dict, ref: dict, target: float) -> tuple[float, int]:
     return float("inf"), 0
 
 
-def closest(run: dict, ref: dict, best: float) -> float:
-    """Best known / the run's best by the reference (0: none of its settings is a candidate)."""
-    return best / min((ref[e["key"]] for e in run["evals"] if e["key"] in ref), default=float("inf"))
+def closest(run: dict, ref: dict, best: float) -> str:
+    """Best known / the run's best by the reference ("far": none of its settings was a candidate)."""
+    mine = [ref[e["key"]] for e in run["evals"] if e["key"] in ref]
+    return f"{best / min(mine):.2f}" if mine else "far"
 
 
 def spent(e: dict, *names) -> float:
@@ -230,7 +232,7 @@ def report(kernel: str, runs: list[dict], ref: dict) -> None:
         medians[tool] = median([s for s, _ in got])
         reached = [s for s, k in got if k]  # ties of the median: the one that got there more often, sooner
         rank[tool] = (medians[tool], -len(reached), statistics.fmean(reached) if reached else 0.0)
-        per = "  ".join(f"s{r['seed']}: {s:5.1f} s/{k:2d}" if k else f"s{r['seed']}: never {closest(r, ref, best):.2f}"
+        per = "  ".join(f"s{r['seed']}: {s:5.1f} s/{k:2d}" if k else f"s{r['seed']}: never {closest(r, ref, best)}"
                         for r, (s, k) in zip(mine, got))
         each = statistics.median(r["wall"] / max(len(r["evals"]), 1) for r in mine)
         builds = statistics.median(sum(spent(e, "build_ms", "compile_time") for e in r["evals"]) for r in mine)
@@ -249,7 +251,7 @@ def report(kernel: str, runs: list[dict], ref: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", type=int, default=None, help="flat device index (default: cltune's choice)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 of each tool on each kernel")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 of each tool on each kernel")
     ap.add_argument("--budget", default="conv=30,gemm=60",
                     help="settings each run measures: N, or per kernel (kernel=N,...)")
     ap.add_argument("--kt-strategies", default="dual_annealing,firefly_algorithm",
