@@ -69,6 +69,19 @@ def test_no_module_imports_one_that_imports_it_back():
     assert graph().cycles() == []
 
 
+def test_no_two_folders_import_each_other():
+    """The folders' floors are a ladder: the last two back-references (loader.config ->
+    search.strategies while the drivers sat in search/, core.space -> workloads) are gone, and a new
+    one fails here rather than hiding in a shared floor."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
+    try:
+        import import_graph
+    finally:
+        sys.path.pop(0)
+    levels, back = import_graph.floors(import_graph.scan())
+    assert back == [] and not [f for floor in levels for f in floor if " + " in f], (levels, back)
+
+
 def test_every_module_is_under_300_lines():
     big = {m: n for m, n in graph().modules.items() if n > 300}
     assert not big, big
