@@ -118,7 +118,7 @@ def _arguments(kernel_name: str, source: str, arguments, answer) -> list:
                             + (f" of {value.dtype}" if hasattr(value, "dtype") else ""))
         checked = answer is not None and answer[i] is not None
         if isinstance(value, np.ndarray) and value.ndim > 0:
-            out.append(Arg(name, "buffer", dtype, tuple(str(s) for s in value.shape), np.array(value), checked,
+            out.append(Arg(name, "buffer", dtype, tuple(str(s) for s in value.shape), value, checked,
                            order=kv.memory_order(value, f"arguments[{i}] ({name})")))
         else:
             if checked:

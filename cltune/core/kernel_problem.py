@@ -123,8 +123,9 @@ class KernelProblem:
             h.update(json.dumps(part, default=str).encode())
         for a in self.args:
             fill = a.fill
-            if isinstance(fill, np.ndarray):
-                fill = hashlib.sha1(np.ascontiguousarray(fill).tobytes()).hexdigest() + str(fill.dtype)
+            if isinstance(fill, np.ndarray):  # its bytes in C order, read in place when laid out so
+                flat = fill.reshape(-1).view(np.uint8) if fill.flags.c_contiguous else np.ascontiguousarray(fill).tobytes()
+                fill = hashlib.sha1(flat).hexdigest() + str(fill.dtype)
             elif isinstance(fill, str) and fill.endswith(".npy"):
                 try:
                     with open(fill, "rb") as f:
@@ -227,7 +228,8 @@ def _filled(arg: Arg, shape: tuple, seed: int) -> np.ndarray:
     if isinstance(fill, np.ndarray):
         return fill.reshape(shape).astype(dtype, copy=False)
     if isinstance(fill, str) and fill.endswith(".npy"):
-        return np.load(fill, allow_pickle=False).reshape(shape).astype(dtype)
+        # mapped, copy on write: a large array (shipping.spilled) is read from the page cache, not held twice
+        return np.load(fill, mmap_mode="c", allow_pickle=False).reshape(shape).astype(dtype, copy=False)
     if fill == "zeros":
         return np.zeros(shape, dtype)
     if fill == "arange":

@@ -72,29 +72,41 @@ class KernelData:
 
     def before_verification(self, queue) -> None:
         """Every buffer back to its initial contents (a kernel may read what it writes, or a setting
-        before may have written where it should not), the guard bands to the canary."""
+        before may have written where it should not), the guard bands to the canary; written from
+        the host arrays in place, no copy of them made."""
+        band = np.full(self.guard, CANARY, np.uint8)
+        self._keep = [band]  # alive until the copies are done (the queue is in order)
         for a in self.problem.buffers:
-            whole = np.full(2 * self.guard + self.host[a.name].nbytes, CANARY, np.uint8)
-            whole[self.guard:self.guard + self.host[a.name].nbytes] = raw_bytes(self.host[a.name])
-            cl.enqueue_copy(queue, self.parents[a.name], whole, is_blocking=False)
-            self._keep = whole  # alive until the copy is done (the queue is in order)
+            body = raw_bytes(self.host[a.name])
+            self._keep.append(body)
+            after = self.guard + max(1, body.nbytes)  # an empty argument has one byte of its own
+            for offset, part in ((0, band), (self.guard, body), (after, band)):
+                if part.nbytes:
+                    cl.enqueue_copy(queue, self.parents[a.name], part, dst_offset=offset, is_blocking=False)
 
-    def read(self, queue) -> tuple[list, object]:
-        """Each buffer's whole allocation (guards included), copied back without waiting."""
+    def read(self, queue, everything: bool = False) -> tuple[list, object]:
+        """Each buffer's (guard before, contents, guard after), copied back without waiting; the
+        contents only of the outputs (what check compares) unless `everything`, else None: an input
+        of gigabytes is not copied back to check 8 KB of guards."""
         out, last = [], None
         for a in self.problem.buffers:
-            host = np.empty(2 * self.guard + max(1, self.host[a.name].nbytes), np.uint8)
-            last = cl.enqueue_copy(queue, host, self.parents[a.name], is_blocking=False)
-            out.append(host)
+            g, n = self.guard, max(1, self.host[a.name].nbytes)
+            if everything or a.output:
+                whole = np.empty(2 * g + n, np.uint8)
+                last = cl.enqueue_copy(queue, whole, self.parents[a.name], is_blocking=False)
+                out.append((whole[:g], whole[g:g + n], whole[g + n:]))
+                continue
+            before, after = np.empty(g, np.uint8), np.empty(g, np.uint8)
+            cl.enqueue_copy(queue, before, self.parents[a.name], is_blocking=False)
+            last = cl.enqueue_copy(queue, after, self.parents[a.name], src_offset=g + n, is_blocking=False)
+            out.append((before, None, after))
         return out, last
 
     def check(self, copies: list, rtol: float, atol: float) -> tuple[Status, float, str]:
         """(status, max abs error, message): out_of_bounds first (a guard byte changed), then each
         output against the reference; `unverified` when there is no reference."""
         worst, msgs = 0.0, []
-        for a, raw in zip(self.problem.buffers, copies):
-            n = self.host[a.name].nbytes
-            before, after = raw[:self.guard], raw[self.guard + n:]
+        for a, (before, _, after) in zip(self.problem.buffers, copies):
             bad_before = int(np.count_nonzero(before != CANARY))
             bad_after = int(np.count_nonzero(after != CANARY))
             if bad_before or bad_after:
@@ -105,10 +117,10 @@ class KernelData:
             return Status.UNVERIFIED, None, "no reference: the outputs were not checked"
         if self.problem.reference.verify is not None:
             return self._verify(copies, atol)
-        for a, raw in zip(self.problem.buffers, copies):
-            if a.name not in self.expected:
+        for a, (_, body, _) in zip(self.problem.buffers, copies):
+            if a.name not in self.expected or body is None:
                 continue
-            got = self._output(a, raw)
+            got = self._output(a, body)
             r, t = self.problem.reference.tolerance(a.name, rtol if got.dtype.kind == "f" else 0.0,
                                                     atol if got.dtype.kind == "f" else 0.0)
             ok, err = compare(got, self.expected[a.name], r, t)
@@ -123,8 +135,9 @@ class KernelData:
     def _verify(self, copies: list, atol: float) -> tuple[Status, float, str]:
         """Kernel Tuner's verify(answer, outputs, atol): falsy is a wrong result, an exception an error row."""
         ref = self.problem.reference
-        got = {a.name: self._output(a, raw).copy() for a, raw in zip(self.problem.buffers, copies)}
-        outputs = [got[a.name] if a.kind == "buffer" and a.output else None for a in self.problem.args]
+        got = {a.name: self._output(a, body).copy() for a, (_, body, _) in zip(self.problem.buffers, copies)
+               if a.output}
+        outputs = [got.get(a.name) if a.kind == "buffer" else None for a in self.problem.args]
         fn = ref.verify
         try:
             takes_atol = "atol" in inspect.signature(fn).parameters
@@ -138,20 +151,20 @@ class KernelData:
             return Status.WRONG_RESULT, None, f"verify({getattr(fn, '__name__', 'verify')}) returned {ok!r}"
         return Status.OK, None, ""
 
-    def _output(self, a, raw: np.ndarray) -> np.ndarray:
-        """An output as the caller's array holds it: the argument's bytes (`raw` is its whole
-        allocation, guards included) in its own layout, C or Fortran."""
+    def _output(self, a, body: np.ndarray) -> np.ndarray:
+        """An output as the caller's array holds it: the argument's bytes (`body`, read back) in its
+        own layout, C or Fortran."""
         host = self.host[a.name]
-        got = raw[self.guard:self.guard + host.nbytes].view(a.np_dtype)
+        got = body[:host.nbytes].view(a.np_dtype)
         return got.reshape(host.shape, order="F" if a.order == "F" else "C")
 
     def arguments_now(self, queue) -> dict:
         """Every buffer argument's contents as they are now, in its own dtype and layout, waited
         for (Kernel Tuner's run_kernel returns them all)."""
-        raws, last = self.read(queue)
+        raws, last = self.read(queue, everything=True)
         if last is not None:
             last.wait()
-        return {a.name: self._output(a, raw).copy() for a, raw in zip(self.problem.buffers, raws)}
+        return {a.name: self._output(a, body).copy() for a, (_, body, _) in zip(self.problem.buffers, raws)}
 
     def outputs_now(self, queue) -> dict:
         """Every output's contents as they are now, waited for (a reference setting's answer)."""

@@ -20,7 +20,7 @@ import warnings
 from ..core.errors import UserError, first_line
 from ..core.records import Measurement, Status
 from .protocol import Capabilities
-from .shipping import ProblemCache, ProblemRef, shipped
+from .shipping import ProblemCache, ProblemRef, shipped, spilled
 
 START_TIMEOUT_S = 120.0  # opening the device and uploading the problem
 MAX_WAIT_S = 1e6  # the longest wait for an answer (timeouts times settings can exceed what poll takes)
@@ -226,7 +226,7 @@ class WorkerRunner:
             self.restarts += 1
             self._start()
         sent = [a.key for a in args if shipped(a)]
-        self._conn.send((method, tuple(ProblemRef(a.key) if shipped(a) and a.key in self._held else a
+        self._conn.send((method, tuple(ProblemRef(a.key) if shipped(a) and a.key in self._held else spilled(a)
                                        for a in args)))
         self._held.update(sent)  # a new worker starts with none (_start)
         if len(self._held) > ProblemCache.KEEP:
