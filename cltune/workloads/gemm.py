@@ -227,7 +227,10 @@ register(ImplicitGemmFamily(
     params=IMPLICIT_PARAMS,
     fusable=("bias", "act", "pool"),
     named={
-        "implicit_gemm_cpu": dict(CPU_TILE, **FUSE_NO_POOL),
+        # 2 x 1 work-groups: on a small grid 4 x 4 ones are too few to share out (a 7x7 1x1 conv of
+        # 960 -> 320 channels has 9 x 10 tiles: 9 groups for PoCL's threads, 45 of 2 x 1), and on a
+        # large one two neighbouring pixel tiles still share each block of weights
+        "implicit_gemm_cpu": dict(CPU_TILE, LWS_X=2, LWS_Y=1, **FUSE_NO_POOL),
         "implicit_gemm_nhwc_cpu": dict(CPU_TILE, IN_LAYOUT="nhwc", **FUSE_NO_POOL),
         # 16 pixels (a 64-byte line of each input row) x a quarter of the vector registers' count
         # in channels: AVX2 4 x 2 float8, AVX-512 8 x 1 float16 (each the faster on PoCL)
