@@ -51,6 +51,12 @@ def test_builtin_cpu_settings_follow_the_vector_width():
     tiles = [(b["TM"], b["TN"]) for b in (device_values.bind_setting(Setting.make("x", family, params), i).values
                                          for i in (POCL_AVX512, POCL_AVX2))]
     assert tiles == [(8, 16), (4, 16)]
+    # implicit_gemm_cpu's 7-pixel tile (2 x 7 accumulators) fits AVX-512's 32 registers; on AVX2's 16
+    # it would spill beside the 2 weight vectors, so there the tile stays 6 pixels
+    family, params = builtin_settings()["implicit_gemm_cpu"]
+    tiles = [(b["TM"], b["TN"], b["LWS_X"], b["LWS_Y"]) for b in (
+        device_values.bind_setting(Setting.make("x", family, params), i).values for i in (POCL_AVX512, POCL_AVX2))]
+    assert tiles == [(32, 7, 2, 1), (16, 6, 2, 1)]
 
 
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16])

@@ -198,6 +198,7 @@ CPU_TILE = {"TM": "2 * device.vector_width", "TN": 6, "VW": "device.vector_width
             "WLAYOUT": "blocked", "LWS_X": 4, "LWS_Y": 4}
 MALI_TILE = {"TM": 8, "TN": 4, "VW": 4, "WLAYOUT": "blocked"}
 FUSE_NO_POOL = {"FUSE": 2}
+PIXELS_7 = "max(1, min(7, (device.vector_registers - 4) // 2))"
 
 register(GemmFamily(
     name="im2col_gemm",
@@ -229,8 +230,10 @@ register(ImplicitGemmFamily(
     named={
         # 2 x 1 work-groups: on a small grid 4 x 4 ones are too few to share out (a 7x7 1x1 conv of
         # 960 -> 320 channels has 9 x 10 tiles: 9 groups for PoCL's threads, 45 of 2 x 1), and on a
-        # large one two neighbouring pixel tiles still share each block of weights
-        "implicit_gemm_cpu": dict(CPU_TILE, LWS_X=2, LWS_Y=1, **FUSE_NO_POOL),
+        # large one two neighbouring pixel tiles still share each block of weights. Pixels: as many
+        # as the registers hold beside the 2 weight vectors and a broadcast (AVX2 6, AVX-512 14),
+        # at most 7, which divides every plane of a 224-pixel network (7 x 2^k: no ragged last tile)
+        "implicit_gemm_cpu": dict(CPU_TILE, LWS_X=2, LWS_Y=1, TN=PIXELS_7, **FUSE_NO_POOL),
         "implicit_gemm_nhwc_cpu": dict(CPU_TILE, IN_LAYOUT="nhwc", **FUSE_NO_POOL),
         # 16 pixels (a 64-byte line of each input row) x a quarter of the vector registers' count
         # in channels: AVX2 4 x 2 float8, AVX-512 8 x 1 float16 (each the faster on PoCL)
