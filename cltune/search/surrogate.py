@@ -1,18 +1,16 @@
 """The cost model of the `model` strategy: a Gaussian process over a space's knob values, in numpy.
 
-A point is each knob's position in its value list. Two points' covariance falls with the knobs
-they differ in (a weight per knob: 32 and 48 work-items are different programs on a GPU, not
-neighbours) and with their distance along each knob's list (a second weight per knob: 2 and 4
-items per thread are closer than 2 and 16). Both weights are fitted to the points measured so far
-by the marginal likelihood, a knob at a time over a short grid. The GP models the log of a
-point's time; a second GP over 0/1 labels estimates where points fail (build, launch, wrong
-answer), so that proposals steer clear of their likes.
+A point is each knob's position in its value list. Two points' covariance falls with the knobs they differ
+in (a weight per knob: 32 and 48 work-items are different programs on a GPU, not neighbours) and with their
+distance along each knob's list (a second weight per knob: 2 and 4 items per thread are closer than 2 and
+16). Both weights are fitted to the points measured so far by the marginal likelihood, a knob at a time
+over a short grid. The GP models the log of a point's time; a second GP over 0/1 labels estimates where
+points fail (build, launch, wrong answer), so that proposals steer clear of their likes.
 
 Chosen over optuna's samplers, scikit-learn or xgboost because a GP's uncertainty is what expected
-improvement needs, a few hundred observations fit in milliseconds without a new dependency, and
-on the recorded hub spaces it beat tree ensembles (benchmarks/search_efficiency.py, docs/tuning.md).
+improvement needs, a few hundred observations fit in milliseconds without a new dependency, and on the
+recorded hub spaces it beat tree ensembles (benchmarks/search_efficiency.py, docs/tuning.md).
 """
-
 from __future__ import annotations
 
 import itertools
@@ -27,9 +25,8 @@ _NORMAL = NormalDist()
 
 
 class Encoding:
-    """The points of a listed space as value positions (n x d), one-hot rows and list positions
-    scaled to [0, 1]. Knobs with one value are left out. `neighbours(i)`: the points that differ
-    from point i in one knob."""
+    """The points of a listed space as value positions (n x d), one-hot rows and list positions scaled to
+    [0, 1]. Knobs with one value are left out. `neighbours(i)`: the points that differ from i in one knob."""
 
     def __init__(self, params, points: list[dict]):
         knobs = [(name, list(values)) for name, values in params if len(values) > 1]
@@ -54,12 +51,11 @@ class Encoding:
         row, out = self.index[i].tolist(), []
         for j, c in enumerate(self.card):
             keep = row[j]
-            for v in range(c):
-                if v != keep:
-                    row[j] = v
-                    k = self._rows.get(tuple(row))
-                    if k is not None:
-                        out.append(k)
+            for v in [x for x in range(c) if x != keep]:
+                row[j] = v
+                k = self._rows.get(tuple(row))
+                if k is not None:
+                    out.append(k)
             row[j] = keep
         return out
 
@@ -77,9 +73,9 @@ def gram(enc: Encoding, a, b, w, v) -> np.ndarray:
 
 
 class Columns:
-    """Covariances of every point of an Encoding with the measured ones, for one weight pair, each
-    measured point's column computed once: a proposal then scores thousands of candidates by
-    reading rows, where computing them anew took most of a replay (9 s of a 200-point run)."""
+    """Covariances of every point of an Encoding with the measured ones, for one weight pair, each measured
+    point's column computed once: a proposal scores thousands of candidates by reading rows (9 s of a
+    200-point replay when computed anew)."""
 
     def __init__(self, enc: Encoding, w, v):
         self.enc, self.w, self.v, self.cols = enc, w, v, {}
@@ -94,8 +90,7 @@ class Columns:
 
 
 class GP:
-    """A zero-mean GP over standardized observations y at points idx (covariances read from
-    `cols`, a Columns of the same weights, when given)."""
+    """A zero-mean GP over standardized observations y at points idx (covariances from `cols` if given)."""
 
     def __init__(self, enc: Encoding, idx, y, w, v, cols: Columns | None = None):
         self.enc, self.idx, self.w, self.v = enc, np.asarray(idx), w, v
@@ -116,13 +111,12 @@ COPULA_UNTIL = 45  # below this many measured points the GP fits the normal scor
 
 
 def standardized_log(times) -> np.ndarray:
-    """What the time GP fits, standardized. From COPULA_UNTIL points on: the log times, those
-    slower than the median cut to it. How much slower a slow point is says little about where the
-    fastest are, and its large values would dominate the fit: with the cut, the weights follow the
-    knobs that separate fast points from the rest (hub conv spaces, 20 seeds: A100 0.93 -> 1.00 at
-    100 points). Before: the normal scores of the times' ranks (a Gaussian copula, as HEBO warps its
-    outputs), which keep the order among the slow points too: on 40 seeds, A100 0.745 -> 0.771 and
-    MI250X 0.980 -> 0.993 at 50 points, 19 -> 16 A100 seeds under 0.9 at 100 (docs/tuning.md)."""
+    """What the time GP fits, standardized. From COPULA_UNTIL points on: the log times, those slower than
+    the median cut to it. How much slower a slow point is says little about where the fastest are, and its
+    large values would dominate the fit: with the cut, the weights follow the knobs that separate fast
+    points from the rest (hub conv spaces, 20 seeds: A100 0.93 -> 1.00 at 100 points). Before: the normal
+    scores of the times' ranks (a Gaussian copula, as HEBO warps its outputs), which keep the order among
+    the slow points too (40 seeds: A100 0.745 -> 0.771 at 50 points; docs/tuning.md)."""
     y = np.log(np.asarray(times, dtype=float))
     if len(y) < COPULA_UNTIL:
         ranks = np.argsort(np.argsort(y, kind="stable"), kind="stable")
@@ -138,8 +132,7 @@ def _failed(ok, bad) -> np.ndarray:
 
 
 def failure_share(enc: Encoding, ok, bad, cand, w, v, cols: Columns | None = None) -> np.ndarray:
-    """Each candidate's chance of failing: a GP over the measured points' 0/1 labels, with weights
-    fitted to those labels, its mean clipped to [0, 1]."""
+    """Each candidate's chance of failing: a GP's mean over the measured 0/1 labels, clipped to [0, 1]."""
     labels = _failed(ok, bad)
     mu, _ = GP(enc, list(ok) + list(bad), labels - labels.mean(), w, v, cols).predict(cand)
     return np.clip(mu + labels.mean(), 0.0, 1.0)
@@ -200,8 +193,8 @@ def _erf(x):
 
 
 class Pool:
-    """A learning strategy's points and their Encoding: given, or drawn from `draws` (an iterator
-    of valid settings), `first` at once and the rest up to `limit` on `grow()`."""
+    """A learning strategy's points and their Encoding: given, or drawn from `draws` (valid settings),
+    `first` at once and the rest up to `limit` on `grow()`."""
 
     def __init__(self, params, settings: list, draws=None, first: int = 0, limit: int = 0):
         self.params, self.draws, self.limit = params, draws, limit
@@ -218,17 +211,19 @@ class Pool:
         return list(range(n, len(self.settings)))
 
 
-def propose(enc, ok, bad, y, weights, near, left, rng, limit, width, cols=(None, None)) -> list[int]:
-    """The `width` candidates of highest expected improvement, discounted by their chance of
-    failing (a likely failure scores below every other point). The candidates: `near` (the best
-    one's neighbours) unless all of them look like failures, else every unmeasured point in `left`
-    (a random `limit` of them when there are more). `cols`: the time and failure GPs' Columns."""
+def propose(enc, ok, bad, y, weights, near, left, rng, limit, width, cols=(None, None), far=None) -> list[int]:
+    """The `width` candidates of highest expected improvement, discounted by their chance of failing (a
+    likely failure scores below every other point). The candidates: `near` (the best one's neighbours)
+    unless all of them look like failures, else the unmeasured points in `left` (a random `limit` of them;
+    of those, the ones that differ from point `far` in half the knobs or more, if any). `cols`: Columns."""
     w, v, wf, vf = weights
     for local, cand in ((True, near), (False, left)):
         if not cand:
             continue
         if len(cand) > limit:
             cand = rng.sample(cand, limit)
+        if not local and far is not None:
+            cand = [c for c in cand if 2 * int((enc.index[c] != enc.index[far]).sum()) >= enc.dims] or cand
         cand_a = np.array(cand)
         fail = failure_share(enc, ok, bad, cand_a, wf, vf, cols[1]) if bad else np.zeros(len(cand))
         if local and (fail >= 0.5).all():
@@ -240,17 +235,26 @@ def propose(enc, ok, bad, y, weights, near, left, rng, limit, width, cols=(None,
     return []
 
 
+def stalled(times: list) -> bool:
+    """Has the best of `times` (measured order, None: failed) gained under STALL[1] in its last STALL[0]?
+    A plateau climbed in steps of 1% is as stalled as one with no step at all."""
+    n, gain = STALL
+    ok = [t for t in times[:-n] if t is not None] if len(times) >= MODEL_INIT + n else []
+    return bool(ok) and min(t for t in times if t is not None) > min(ok) * (1.0 - gain)
+
+
 MODEL_INIT = 10  # points measured (any way) before the model proposes
+STALL = (12, 0.02)  # a search stalled by this (stalled()) proposes far from its best (docs/tuning.md)
 MODEL_REFIT = 8  # observations between refits of the knob weights
 MODEL_POOL = 4096  # candidates scored at a time: of more, a fresh random draw
 
 
 class Proposer:
-    """The `model` strategy's decisions, for a caller that owns the loop (the strategy, or a
-    network task pulling one point at a time): told the costs so far (index into the Encoding ->
-    cost, None: failed) and the unmeasured indices, it proposes the next `width`, or None while
-    too few are measured for a model (the caller takes its own next points). Every other proposal
-    is among the best point's one-knob neighbours."""
+    """The `model` strategy's decisions, for a caller that owns the loop (the strategy, or a network task
+    pulling one point at a time): told the costs so far (index into the Encoding -> cost, None: failed, in
+    measured order) and the unmeasured indices, it proposes the next `width`, or None while too few are
+    measured for a model (the caller takes its own). Every other proposal is among the best point's
+    one-knob neighbours; the others, once stalled(), among points far from it."""
 
     def __init__(self, enc: Encoding, rng):
         self.rng, self.weights, self.fitted_at, self.step = rng, initial_weights(enc), -1, 0
@@ -268,14 +272,14 @@ class Proposer:
             self.weights, self.fitted_at = refit(enc, ok, bad, y, self.weights), len(cost)
             w, v, wf, vf = self.weights
             self.cols = (Columns(enc, w, v), Columns(enc, wf, vf))
-        near = [k for k in enc.neighbours(ok[int(y.argmin())]) if k not in cost and k not in taken] \
-            if self.step % 2 == 0 else []
-        return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width, self.cols)
+        best = ok[int(y.argmin())]
+        near = [k for k in enc.neighbours(best) if k not in cost and k not in taken] if self.step % 2 == 0 else []
+        far = best if self.step % 2 == 1 and stalled(list(cost.values())) else None
+        return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width, self.cols, far)
 
     def peek(self, enc: Encoding, cost: dict, left: list, taken) -> list:
-        """What the next call would propose if `taken` (proposed, not yet measured) changed nothing:
-        a guess to build ahead, not a decision. The Proposer is left as it was, so the proposals
-        that follow are the same with or without a peek."""
+        """What the next call would propose if `taken` (proposed, not yet measured) changed nothing: a
+        guess to build ahead. The Proposer is left as it was: the proposals are the same without a peek."""
         state, step = self.rng.getstate(), self.step
         try:
             return self.propose(enc, cost, left, 1, taken) or []
