@@ -213,7 +213,8 @@ def model(search: Search) -> None:
     """Bayesian optimization: a GP over the knob values (surrogate.py) fitted to the log times
     measured so far proposes the point of highest expected improvement, discounted by the chance
     that it fails like the failures seen so far. Every other proposal is taken among the points
-    one knob away from the best so far (a local search the model steers). Seeded."""
+    one knob away from the best so far (a local search the model steers); once the best has gained
+    under 2% over 12 points, the others among points far from it (surrogate.stalled). Seeded."""
     from . import surrogate as sg
 
     rng = _random.Random(search.seed)
