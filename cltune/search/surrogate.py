@@ -223,7 +223,7 @@ def propose(enc, ok, bad, y, weights, near, left, rng, limit, width, cols=(None,
         if len(cand) > limit:
             cand = rng.sample(cand, limit)
         if not local and far is not None:
-            cand = [c for c in cand if 2 * int((enc.index[c] != enc.index[far]).sum()) >= enc.dims] or cand
+            cand = np.asarray(cand)[2 * (enc.index[cand] != enc.index[far]).sum(axis=1) >= enc.dims].tolist() or cand
         cand_a = np.array(cand)
         fail = failure_share(enc, ok, bad, cand_a, wf, vf, cols[1]) if bad else np.zeros(len(cand))
         if local and (fail >= 0.5).all():
