@@ -5,6 +5,8 @@ not read back (measure/kernel_data.read)."""
 import dataclasses
 import gc
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -74,3 +76,18 @@ def test_spilled_arguments_tune_to_the_same_rows_and_input_guards_still_catch_wr
     assert status[1] == ("out_of_bounds", "argument b: 4 guard byte(s) written after its end"), status
     assert status[2] == ("out_of_bounds", "argument a: 4 guard byte(s) written before its start"), status
     np.testing.assert_array_equal(args[0], 0)  # the caller's arrays untouched
+
+
+def test_spill_folders_of_ended_processes_are_removed_and_live_ones_kept(tmp_path):
+    # Bug guarded: a script killed by a signal (no atexit) left its spilled arrays in /tmp, 3 GB
+    # for Kernel Tuner's reduction example, one folder per run, never removed.
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead = tmp_path / f"cltune-spill-{ended.pid}-abc"
+    live = tmp_path / f"cltune-spill-{os.getpid()}-def"
+    other = tmp_path / "cltune-spill-notapid"
+    for d in (dead, live, other):
+        d.mkdir()
+        (d / "x.npy").write_bytes(b"0" * 16)
+    shipping.sweep_stale(str(tmp_path))
+    assert not dead.exists() and live.exists() and other.exists()

@@ -89,7 +89,8 @@ def _file(arr) -> str:
     if known is not None and known[0]() is arr:
         return known[1]
     if not _spill_dir:
-        _spill_dir.append(tempfile.mkdtemp(prefix="cltune-spill-"))
+        sweep_stale(tempfile.gettempdir())
+        _spill_dir.append(tempfile.mkdtemp(prefix=f"cltune-spill-{os.getpid()}-"))
         atexit.register(shutil.rmtree, _spill_dir[0], True)
     fd, path = tempfile.mkstemp(suffix=".npy", dir=_spill_dir[0])
     with os.fdopen(fd, "wb") as f:
@@ -98,6 +99,25 @@ def _file(arr) -> str:
     _spilled[key] = (weakref.ref(arr), path)
     weakref.finalize(arr, _forget, key, path)
     return path
+
+
+def sweep_stale(folder: str) -> None:
+    """Remove the spill folders of this user's processes that ended without their atexit (killed by
+    a signal: `timeout`, a cancelled CI job): Kernel Tuner's reduction example left 3 GB a run."""
+    for d in os.scandir(folder):
+        pid = d.name.split("-")[2] if d.name.startswith("cltune-spill-") else ""
+        if pid.isdigit() and d.is_dir(follow_symlinks=False) and not _alive(int(pid)):
+            shutil.rmtree(d.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive, and not ours to clean up
+        return True
+    return True
 
 
 def _forget(key: int, path: str) -> None:
