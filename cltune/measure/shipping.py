@@ -112,11 +112,11 @@ def sweep_stale(folder: str) -> None:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # PermissionError: another user's process, alive and not ours to clean up
     except ProcessLookupError:
         return False
-    except OSError:  # another user's process: alive, and not ours to clean up
-        return True
+    except OSError:
+        pass
     return True
 
 
