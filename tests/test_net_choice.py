@@ -276,3 +276,29 @@ def test_a_tasks_new_best_is_tried_at_once_on_the_tasks_of_similar_shape():
               on_trial=lambda st, setting, phase: phases.append((st.task.name, setting.name, phase))).run()
     assert ("heavy", "w4", "search") in phases
     assert phases[phases.index(("heavy", "w4", "search")) + 1] == ("light", "w4", "transfer")
+
+
+def test_a_finalist_familys_builtin_races_when_tuning_had_it_close_behind():
+    """Guards against a built-in that tuning measured in a slow moment of the machine staying out
+    of the race (MobileNet v2's t20 with AVX2 code: implicit_gemm_cpu at 0.267 ms in tuning, 0.13-0.16
+    ms in loops of its own, and the task raced a transferred setting of 0.216 ms): a finalist
+    family's built-in within BUILTIN_MARGIN of the task's best races too; one further behind, or of a
+    family that is no finalist, does not."""
+    from cltune.core.space import Setting
+    from cltune.net.choice import BUILTIN_MARGIN, finalists
+    from cltune.net.schedule import TaskState, ident
+    from cltune.net.tasks import Task
+
+    make = Setting.make
+    close = make("gemm_close_cpu", "implicit_gemm", {"TM": 16})  # a built-in, 1.4x the best
+    far = make("gemm_far_cpu", "implicit_gemm", {"TM": 8})  # a built-in, 1.6x
+    other = make("im2col_cpu", "im2col_gemm", {"TM": 16})  # a built-in of the fourth family
+    point = make("gemm[TM=4]", "implicit_gemm", {"TM": 4})  # the best: a point of the space
+    wino, direct = make("wino", "winograd", {}), make("direct", "direct", {})
+    st = TaskState(Task("t", LAYER, 1, ("a",)), [close, far, other], [point, wino, direct])
+    for s, ms in ((point, 1.0), (wino, 1.2), (direct, 1.3), (close, 1.4), (far, 1.6), (other, 1.45)):
+        st.tried[ident(s)], st.settings[ident(s)] = ms, s
+    assert 1.4 <= BUILTIN_MARGIN < 1.6
+    assert [s.name for s in finalists(st)] == ["gemm[TM=4]", "wino", "direct", "gemm_close_cpu"]
+    st.tried[ident(close)] = None  # a built-in that failed never races
+    assert [s.name for s in finalists(st)] == ["gemm[TM=4]", "wino", "direct"]

@@ -13,9 +13,15 @@ import math
 from ..core.records import timed
 from ..core.space import Setting
 from ..results import schema
+from .schedule import ident
 
 CHOICE = "run_ms_median"  # the statistic a task's points are compared by
 FINALISTS = 3  # families whose best setting races for a task's place
+# A finalist family's built-in races too when tuning measured it within this factor of the task's
+# best: a figure from a slow moment of a shared machine drops a setting from the race otherwise
+# (MobileNet v2's t20, AVX2 code: implicit_gemm_cpu measured 0.267 ms in tuning, 0.13-0.16 ms in
+# loops of its own, and the task raced a transferred setting of 0.216 ms against torch's 0.165).
+BUILTIN_MARGIN = 1.5
 
 
 def settle(steps) -> None:
@@ -47,13 +53,21 @@ def setting_row(steps, setting: Setting) -> dict | None:
 
 def finalists(state, k: int = FINALISTS) -> list[Setting]:
     """The best setting (lowest figure) of each of the task's `k` best families, then its second
-    best setting overall if not among them, best first: a one-family task (depthwise) has two."""
+    best setting overall if not among them, best first (a one-family task, depthwise, has two), then
+    the built-ins of those families that tuning measured within BUILTIN_MARGIN of the task's best."""
     ok = sorted((cost, key) for key, cost in state.tried.items() if cost is not None)
     best: dict = {}
     for _, key in ok:
         best.setdefault(state.settings[key].family, state.settings[key])
     out = list(best.values())[:k]
-    return out + [state.settings[key] for _, key in ok[1:2] if state.settings[key] not in out]
+    out += [state.settings[key] for _, key in ok[1:2] if state.settings[key] not in out]
+    held, families = {ident(s) for s in out}, {s.family for s in out}
+    for b in state.builtins:
+        cost = state.tried.get(ident(b))
+        if b.family in families and ident(b) not in held and cost is not None and cost <= BUILTIN_MARGIN * ok[0][0]:
+            out.append(b)
+            held.add(ident(b))
+    return out
 
 
 def record_kept(files, keys: set, out=None):
