@@ -203,3 +203,15 @@ def test_a_space_asks_its_family_through_the_lookup_it_was_built_with():
 
     assert replace(space, families=lambda name: Fussy()).reject_reason(point, layer) == f"fussy about {sorted(point)[0]}"
     assert replace(space, families=None).reject_reason(point, layer) is None  # constraints and limits only
+
+
+def test_the_depthwise_cpu_builtin_loads_vectors_where_pocl_inlines_vload():
+    """Guards against one load scheme for every PoCL: vloadN is a call in PoCL 3.0 (2.6x slower on
+    MobileNet v2's 112x112 depthwise layer) and a plain load in 3.1 (up to 1.6x faster there)."""
+    old = replace(POCL_AVX512, platform_version="OpenCL 3.0 PoCL 3.0-rc2  Linux, Release, LLVM 14.0.6")
+    new = replace(POCL_AVX512, platform_version="OpenCL 3.0 PoCL 3.1+debian  Linux, LLVM 15.0.6")
+    by_driver = replace(POCL_AVX512, platform_version="", driver="3.0-rc2")
+    assert [device_values.values(i)["device.inline_vload"] for i in (old, new, by_driver, MALI_T860)] == [0, 1, 0, 1]
+    family, params = builtin_settings()["depthwise_cpu"]
+    loads = [bind.bind_setting(Setting.make("depthwise_cpu", family, params), i).values["LOAD"] for i in (old, new)]
+    assert loads == [2, 1]

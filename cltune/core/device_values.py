@@ -53,6 +53,18 @@ def vector_registers(info) -> int:
     return 32 if "cpu" in str(info.type).lower() and register_bits(info) == 512 else 16
 
 
+def inline_vload(info) -> int:
+    """0 where vloadN compiles to a call rather than a load: PoCL before 3.1 (the pyopencl wheel's
+    3.0-rc2 ran MobileNet v2's 112x112 depthwise layer 2.6x as long with vload8 as with scalar loads,
+    where Debian's PoCL 3.1 ran it 1.2x faster with vload8), else 1."""
+    import re
+
+    m = re.search(r"pocl (\d+)\.(\d+)", str(getattr(info, "platform_version", "") or "").lower())
+    if m is None and "portable computing language" in str(getattr(info, "platform", "") or "").lower():
+        m = re.match(r"(\d+)\.(\d+)", str(getattr(info, "driver", "") or ""))  # PoCL's driver: its version
+    return 0 if m and (int(m.group(1)), int(m.group(2))) < (3, 1) else 1
+
+
 def values(info) -> dict:
     """The device.* namespace of one device."""
     width = max(1, register_bits(info) // 32)
@@ -67,6 +79,7 @@ def values(info) -> dict:
         "device.compute_units": int(info.compute_units),
         "device.max_work_group_size": int(info.max_work_group_size),
         "device.local_sizes": local,
+        "device.inline_vload": inline_vload(info),
     }
 
 
