@@ -10,6 +10,7 @@ anything is enumerated, built or written to a results row.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from .device_refs import NAMES, PREFIX, check_ref, evaluate, expand, is_ref  # noqa: F401  (re-exported)
@@ -56,9 +57,7 @@ def vector_registers(info) -> int:
 def inline_vload(info) -> int:
     """0 where vloadN compiles to a call rather than a load: PoCL before 3.1 (the pyopencl wheel's
     3.0-rc2 ran MobileNet v2's 112x112 depthwise layer 2.6x as long with vload8 as with scalar loads,
-    where Debian's PoCL 3.1 ran it 1.2x faster with vload8), else 1."""
-    import re
-
+    where Debian's PoCL 3.1 ran it 1.2x faster with vload8; stride-1 layer), else 1."""
     m = re.search(r"pocl (\d+)\.(\d+)", str(getattr(info, "platform_version", "") or "").lower())
     if m is None and "portable computing language" in str(getattr(info, "platform", "") or "").lower():
         m = re.match(r"(\d+)\.(\d+)", str(getattr(info, "driver", "") or ""))  # PoCL's driver: its version

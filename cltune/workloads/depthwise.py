@@ -10,12 +10,12 @@ from .registry import register
 # AVX-512 too: there float16 rows won the stride-1 layers by about 8% and lost the stride-2 ones,
 # where the .even trick reads two float16 vectors per row; the tuned spaces try both), a Mali pick
 # (ARM's advice: float4 loads, a few outputs per thread, padding moved out of the conv kernel) and
-# the plain one-output-per-work-item kernel as the baseline. Its loads: vloadN (LOAD 1) where PoCL
-# inlines it, else scalar loads and the .even trick (LOAD 2). On Debian's PoCL 3.1, MobileNet v2's
-# depthwise layers ran up to 1.6x faster with vload8 (stride 2 at 112x112, AVX-512: 0.40 -> 0.25 ms a
-# call) and none slower beyond the noise; on the wheel's PoCL 3.0 up to 2.6x slower. The CPU pick sets its work-groups (2 x
-# 1 x 1 work-items): on MobileNet v2's 14x14 and 7x7 layers PoCL's own choice left its threads too
-# few groups to share out and ran 1.2-1.4x as long.
+# the plain one-output-per-work-item kernel as the baseline. The CPU pick loads with vloadN (LOAD 1)
+# where PoCL inlines it, else with scalar loads and the .even trick (LOAD 2): on Debian's PoCL 3.1
+# MobileNet v2's depthwise layers ran up to 1.6x faster with vload8 (stride 2 at 112x112, AVX-512:
+# 0.40 -> 0.25 ms a call), none slower beyond the noise; on the wheel's PoCL 3.0 up to 2.6x slower.
+# It sets its work-groups (2 x 1 x 1 work-items): on MobileNet v2's 14x14 and 7x7 layers PoCL's own
+# choice left its threads too few groups to share out and ran 1.2-1.4x as long.
 NAMED = {
     "depthwise_cpu": {"VEC": 8, "ROWS": 4, "PAD": 1, "LOAD": "2 - device.inline_vload", "LWS_X": 2},
     "depthwise_mali": {"VEC": 4, "ROWS": 2, "PAD": 2, "LOAD": 1, "UNROLL": 1},
