@@ -55,16 +55,22 @@ class Runner:
     info = POCL_AVX512
 
     def launcher(self, problem, setting):
-        return lambda: None
+        return lambda wait=True: None
 
     def close(self):
         pass
+
+
+# The whole network's race (end_to_end.race_network): each way of running it, its calls' times
+# (torch on one thread throughout the fastest; on more threads, 2.6 ms).
+NETWORK_MS = {"tuned": 1.0, "default": 1.5, "torch:per layer": 2.4, "torch:1 thread": 2.2}
 
 
 def fake_race(monkeypatch, race_ms=None):
     """The race's calls timed as `launches` says (the default's family as its own), torch at 3 ms on
     all CPUs and 2.5 ms on one thread."""
     from cltune.measure import backend, race
+    from cltune.net import end_to_end
 
     torch_ms = {"torch": (3.0,), "torch:1": (2.5,)}
 
@@ -73,8 +79,26 @@ def fake_race(monkeypatch, race_ms=None):
         return [{c.name: [pattern(c)[i % len(pattern(c))] for i in range(15)] for c in group} for group in groups]
 
     monkeypatch.setattr(backend, "in_process", lambda *a, **k: Runner())
+    def whole(contenders, rounds):
+        for c in contenders:
+            c.call()
+        return {c.name: [NETWORK_MS.get(c.name, 2.6)] * 5 for c in contenders}
+
+    made = []  # the whole network's calls made, by kind
+
+    def chain(kind):
+        def make(*args):
+            made.append(kind)
+            return (lambda: None), None
+        return make
+
     monkeypatch.setattr(race, "race_groups", race_groups)
+    monkeypatch.setattr(race, "race", whole)
+    monkeypatch.setattr(end_to_end, "opencl_chain", chain("opencl"))
+    monkeypatch.setattr(end_to_end, "torch_chain", chain("torch"))
+    monkeypatch.setattr(end_to_end, "choose_in_network", lambda res, runner, layers, rounds: {})
     monkeypatch.setattr(race, "torch_contenders", lambda *a: [race.Contender(n, lambda: None) for n in torch_ms])
+    return made
 
 
 def test_a_noisy_fast_launch_does_not_win_over_a_steadier_faster_median(tmp_path, monkeypatch):
@@ -302,3 +326,54 @@ def test_a_finalist_familys_builtin_races_when_tuning_had_it_close_behind():
     assert [s.name for s in finalists(st)] == ["gemm[TM=4]", "wino", "direct", "gemm_close_cpu"]
     st.tried[ident(close)] = None  # a built-in that failed never races
     assert [s.name for s in finalists(st)] == ["gemm[TM=4]", "wino", "direct"]
+
+
+
+def test_cltune_net_reports_the_whole_network_beside_the_task_race(tmp_path, monkeypatch):
+    """The network race's figures as the CLI prints them; torch's network is the fastest of its ways
+    (each layer on its faster thread count, or one count throughout)."""
+    from cltune.net import figure
+
+    made = fake_race(monkeypatch)
+    res = run(tmp_path, Landscape(), budget=10, rounds=1)
+    assert made[:2] == ["opencl", "opencl"] and set(made[2:]) == {"torch"}
+    assert res.network == {"tuned": 1.0, "default": 1.5, "torch": 2.2} and res.network_torch == "torch:1 thread"
+    text = figure.format_table(res)
+    assert "the whole network end to end" in text and "2.20x the tuned" in text and "on 1 thread throughout" in text
+    rows = pd.read_csv(tmp_path / "run" / "network_race.csv")
+    assert {"tuned", "default", "torch:per layer", "torch:1 thread"} <= set(rows["contender"])
+
+
+def test_a_task_keeps_the_finalist_that_runs_fastest_inside_the_network(tmp_path, monkeypatch):
+    """Guards against choosing on hot caches alone: the task race calls one layer again and again, and
+    on ResNet-18 (AVX2 code) its winners ran the network 1.20x slower than their sum there. Each
+    column of finalists runs as the network; a layer's time is from the end of the one before it to
+    its own end, by the events; a task keeps its finalist with the lowest median in the network."""
+    from types import SimpleNamespace
+
+    from cltune.core.space import Setting
+    from cltune.net import end_to_end
+
+    a0, a1, b0 = (Setting.make(n, "direct", {}) for n in ("a0", "a1", "b0"))
+    cost = {"a0": 2.0, "a1": 1.0, "b0": 3.0}  # ms a layer, inside the network
+
+    def chain(runner, problems, settings, outs=None):
+        def call():
+            t, out = 0, []
+            for s in settings:
+                ev = SimpleNamespace(profile=SimpleNamespace(start=t + 10_000, end=t + int(cost[s.name] * 1e6)))
+                t = ev.profile.end
+                out.append([ev])
+            return out
+        return call, outs
+
+    monkeypatch.setattr(end_to_end, "opencl_chain", chain)
+    monkeypatch.setattr(end_to_end, "outputs", lambda runner, problems: [None] * len(problems))
+    a = (LAYER, {"task": "A", "finalists": [a0, a1]})
+    b = (LAYER, {"task": "B", "finalists": [b0]})
+    res = SimpleNamespace(run_dir=tmp_path)
+    assert end_to_end.choose_in_network(res, None, [a, b, a], rounds=1) == {"A": 1, "B": 0}
+    rows = pd.read_csv(tmp_path / "network_choice.csv")
+    got = dict(zip(rows["setting"], rows["network_ms"]))
+    assert got == pytest.approx({"a0": 4.0 - 0.01, "a1": 2.0 - 0.01, "b0": 3.0})  # the first layer from its start
+    assert list(rows[rows["chosen"]]["setting"]) == ["a1", "b0"]

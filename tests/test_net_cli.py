@@ -43,6 +43,9 @@ def test_net_on_an_onnx_model_prints_the_table_and_three_totals(tmp_path, monkey
     assert list(summary["kind"]) == ["dense", "depthwise"] and (summary["ms"] > 0).all()
     raced, network = set(pd.read_csv(out / "totals.csv")["contender"]), {"tuned", "default"} | ({"torch"} if HAS_TORCH else set())
     assert network <= raced and raced - network <= {"finalist", "torch:slower"}  # the rows that lost their layer's race
+    whole = set(pd.read_csv(out / "network_race.csv")["contender"])  # the whole network, end to end
+    assert {"tuned", "default"} <= whole and ({"torch:per layer", "torch:1 thread"} <= whole or not HAS_TORCH)
+    assert "the whole network end to end" in text
     from cltune.results import store
 
     assert {e["problem"] for e in store.all_best()} == set(summary["problem"])

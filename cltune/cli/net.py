@@ -63,4 +63,5 @@ def net(network, device, budget, time_limit, policy, search, no_transfer, spaces
     with interrupts(lambda files: kept_in_folder(files, hint)):
         res = netrun.run(model, opts, click.echo)
     click.echo(format_table(res))
-    click.echo(f"wrote {res.run_dir}/ (network.csv, totals.csv, one results file per task)")
+    made = [f for f in ("network.csv", "totals.csv", "network_choice.csv", "network_race.csv") if (res.run_dir / f).exists()]
+    click.echo(f"wrote {res.run_dir}/ ({', '.join(made)}, one results file per task)")

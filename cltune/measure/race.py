@@ -39,14 +39,14 @@ def numpy_conv2d(p: Problem, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
     return np.ascontiguousarray(epilogue_reference(p, out))
 
 
-def torch_contender(p: Problem, x, w, b, threads: int | None = None) -> Contender | None:
-    """torch's conv, then the layer's ReLU/ReLU6 and pool, on `threads` intra-op threads (None: one
-    per CPU), named "torch" on one per CPU, "torch:N" on N."""
+def torch_layer(p: Problem, w, b):
+    """torch's conv, then the layer's ReLU/ReLU6 and pool, as a function of the input tensor (None:
+    torch is not installed)."""
     try:
         import torch
     except ImportError:
         return None
-    xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+    wt = torch.from_numpy(w)
     bt = torch.from_numpy(b) if b is not None else None
     kw = dict(stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
               dilation=(p.dilation_h, p.dilation_w), groups=p.groups)
@@ -58,27 +58,38 @@ def torch_contender(p: Problem, x, w, b, threads: int | None = None) -> Contende
     # [1,32,112,112], one or the other for a whole process); into its own output, 0.41 ms in every one.
     conv_out = getattr(torch.ops.aten.convolution, "out", None)
     if conv_out is None:  # a torch without it: a fresh output per call
-        def conv():
+        def conv(xt):
             return F.conv2d(xt, wt, bt, **kw)
     else:
         yt = torch.empty(p.batch, p.out_c, p.out_h, p.out_w)
         args = (list(kw["stride"]), list(kw["padding"]), list(kw["dilation"]), False, [0, 0], p.groups)
 
-        def conv():
+        def conv(xt):
             return conv_out(xt, wt, bt, *args, out=yt)
 
-    def run():
+    def run(xt):
         with torch.no_grad():
-            y = conv()
+            y = conv(xt)
             y = act(y, inplace=True) if act else y
             return F.max_pool2d(y, 2) if p.pool == 2 else y
+    return run
 
+
+def torch_contender(p: Problem, x, w, b, threads: int | None = None) -> Contender | None:
+    """torch_layer on its input `x`, on `threads` intra-op threads (None: one per CPU), named "torch"
+    on one per CPU, "torch:N" on N."""
+    run = torch_layer(p, w, b)
+    if run is None:
+        return None
+    import torch
+
+    xt = torch.from_numpy(x)
     most = thread_choices()[0]
     n = threads or most
 
     def call():
         torch.set_num_threads(n)  # its own, whatever ran before it
-        return run()
+        return run(xt)
     return Contender("torch" if n == most else f"torch:{n}", call, setting=f"{n} thread{'s' if n > 1 else ''}")
 
 
@@ -89,6 +100,11 @@ def torch_contenders(p: Problem, x, w, b) -> list[Contender]:
     its slowest thread, and a busy host keeps one waiting; on a quiet one 2 threads win."""
     out = [torch_contender(p, x, w, b, n) for n in thread_choices()]
     return [c for c in out if c is not None]
+
+
+def torch_threads(name: str) -> int:
+    """The thread count of a torch contender by its name ("torch": one per CPU, "torch:N": N)."""
+    return int(name.split(":", 1)[1]) if ":" in name else thread_choices()[0]
 
 
 def best_torch(times: dict, stat: Callable = statistics.median) -> str | None:

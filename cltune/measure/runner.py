@@ -193,26 +193,11 @@ class Runner:
             evt.wait()
         return self.data.result(self.queue)
 
-    def launcher(self, problem, setting: Setting):
-        """A function that runs one complete inference with this setting, waits for it and returns its
-        events (the race times the call on the host; benchmarks/pocl_affinity.py reads them). It sets
-        the arguments once, not per call as `_enqueue`: it owns its kernels, their arguments are fixed."""
-        self.load_problem(problem)
-        prep = self._prepare(problem, setting)
-        if prep.failed:
-            raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "
-                            f"{prep.failed.status}: {prep.failed.error}")
-        steps = [(prep.kernels[la.kernel], la.global_size, la.local_size) for la in prep.launches]
-        once = len({la.kernel for la in prep.launches}) == len(steps)  # else a kernel runs twice, with two sets
-        for la in prep.launches if once else ():
-            prep.kernels[la.kernel].set_args(*la.args)
-        queue, enqueue = self.queue, cl.enqueue_nd_range_kernel
+    def launcher(self, problem, setting: Setting, x=None, out=None):
+        """A setting as a plain call for the races (launcher.py), on the problem's buffers or x/out."""
+        from .launcher import launcher
 
-        def call() -> list:
-            events = [enqueue(queue, k, g, l) for k, g, l in steps] if once else self._enqueue(prep)
-            events[-1].wait()  # an in-order queue: the last one done means all are
-            return events  # profiled: their start/end times are the launch's kernel time
-        return call
+        return launcher(self, problem, setting, x, out)
 
     def measure(self, problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
         """Every failure becomes a Measurement with its status and first error line."""

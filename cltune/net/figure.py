@@ -14,20 +14,24 @@ from ..results.nearest import default_setting
 NETWORK = ("tuned", "default", "torch")
 
 
-def race_totals(res, opts, cfg) -> dict:
+def race_totals(res, opts, cfg, order: list[str] | None = None) -> dict:
     """Race, all tasks in each round (measure/race.race_groups, as `cltune bench` races its layers),
     each task's finalists (choice.finalists), its untuned default and torch, each with the layer's
     epilogue, torch set up as in every race (race.torch_at_its_best). The finalist (the default
-    included) with the lowest median is the task's `tuned`. Sets res.totals, sum(weight x median ms), res.fastest, the same
-    over each contender's fastest call, and res.conditions (how torch ran); returns {task: winner}."""
+    included) with the lowest median is the task's `tuned`; given `order` (the task of each layer, in
+    the network's order), the one that runs fastest inside the network (end_to_end.choose_in_network),
+    then the whole network races (end_to_end.race_network). Sets res.totals, sum(weight x median ms),
+    res.fastest, the same over each contender's fastest call, and res.conditions (how torch ran);
+    returns {task: winner}."""
     from ..measure.backend import in_process
-    from ..measure.race import Contender, best_torch, race_groups, torch_at_its_best, torch_contenders
+    from ..measure.race import Contender, best_torch, race_groups, torch_at_its_best, torch_contenders, torch_threads
+    from .end_to_end import choose_in_network, race_network
     from .choice import finalists
     from .schedule import ident
 
     runner = in_process(opts.device, rtol=cfg.rtol, atol=cfg.atol)
     conditions = torch_at_its_best()
-    rows, winners = [], {}
+    rows, winners, chosen = [], {}, {}
     try:
         raced, groups = [], []
         for st in res.states:
@@ -40,14 +44,30 @@ def race_totals(res, opts, cfg) -> dict:
                 final.append(default)
                 contenders.append(Contender("default", runner.launcher(p, default), default.family, default.name))
             x, w, b = p.make_inputs(0)
-            contenders += torch_contenders(p, x, w, b if p.bias else None)
-            raced.append((st, final))
+            inputs = (x, w, b if p.bias else None)
+            contenders += torch_contenders(p, *inputs)
+            raced.append((st, final, default, inputs))
             groups.append(contenders)
-        for (st, final), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
+        results = []
+        for (st, final, default, inputs), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
             med = {c.name: statistics.median(times[c.name]) for c in contenders}
             names = [c.name for c in contenders[:len(final)]]  # tuned#0 ... and "default" last
-            won = min(range(len(final)), key=lambda i: (med[names[i]], i))
-            winners[st.task.name], torch = final[won], best_torch(times)
+            won, torch = min(range(len(final)), key=lambda i: (med[names[i]], i)), best_torch(times)
+            chosen[st.task.name] = (st.task.problem, {"task": st.task.name, "finalists": final, "tuned": final[won],
+                                                      "default": default, "inputs": inputs,
+                                                      "threads": torch and torch_threads(torch)})
+            results.append((st, final, contenders, times, med, won, torch))
+        picked = {}
+        if order and set(order) <= chosen.keys():  # the network's verdict on each task's finalists
+            layers = [chosen[name] for name in order]
+            picked = choose_in_network(res, runner, layers, opts.rounds)
+            for name, i in picked.items():
+                chosen[name][1]["tuned"] = chosen[name][1]["finalists"][i]
+            res.network_changed = [st.task.name for st, *_, won, _ in results if picked.get(st.task.name, won) != won]
+            race_network(res, runner, layers, opts.rounds)
+        for st, final, contenders, times, med, won, torch in results:
+            won = picked.get(st.task.name, won)
+            winners[st.task.name] = final[won]
 
             def row(name, c):
                 return {"task": st.task.name, "weight": st.task.weight, "contender": name, "family": c.family,
@@ -59,7 +79,7 @@ def race_totals(res, opts, cfg) -> dict:
                 else:
                     rows.append(row("torch" if c.name == torch else "torch:slower" if c.name.startswith("torch")
                                     else c.name, c))
-            if names[won] == "default":  # the default won its task's race: it is the tuned setting too
+            if contenders[won].name == "default":  # the default won its task's race: it is the tuned setting too
                 rows.append(row("tuned", contenders[won]))
     finally:
         runner.close()
@@ -71,6 +91,14 @@ def race_totals(res, opts, cfg) -> dict:
     res.fastest = {c: float((d["weight"] * d["ms_min"]).sum()) for c, d in whole.items()}
     res.conditions = conditions
     return winners
+
+
+def torch_way(name: str) -> str:
+    """How torch ran its network (end_to_end: "torch:per layer", "torch:2 threads"), in words."""
+    way = name.split(":", 1)[1] if ":" in name else ""
+    if not way:
+        return "not installed"
+    return "each layer on its faster thread count" if way == "per layer" else f"on {way} throughout"
 
 
 def format_table(res) -> str:
@@ -85,8 +113,9 @@ def format_table(res) -> str:
     if res.totals:
         from ..measure.race import describe_conditions
 
-        lines.append("side by side in one process (host wall clock, medians of interleaved rounds, "
-                     f"each layer's ReLU/pool included; {describe_conditions(res.conditions)}):")
+        lines.append("task by task, each layer called alone, side by side in one process (host wall clock, "
+                     "sum of weight x the medians of interleaved rounds, each layer's ReLU/pool included; "
+                     f"{describe_conditions(res.conditions)}):")
         tuned, fast = res.totals.get("tuned"), res.fastest.get("tuned")
         for name, label in (("tuned", "tuned (cltune)"), ("default", "untuned built-in defaults"),
                             ("torch", "torch")):
@@ -96,15 +125,34 @@ def format_table(res) -> str:
                        if fast and name != "tuned" else "")) if name in res.fastest else ""
                 lines.append(f"  {label:<28} {res.totals[name]:10.3f} ms{rel}{low}")
         lines.append(agreement(event, res.totals))
+    if res.network:
+        tuned = res.network.get("tuned")
+        if res.network_changed:
+            lines.append(f"inside the network {len(res.network_changed)} of {len(df)} tasks ran faster on another "
+                         f"finalist than their race's winner and keep it ({', '.join(res.network_changed)}; "
+                         "network_choice.csv)")
+        lines.append("the whole network end to end, each contender's layers in the network's order, each on the "
+                     "output before it (cltune's enqueued back to back, one wait at the end; torch's called in turn, "
+                     f"{torch_way(res.network_torch)}), "
+                     "host wall clock, medians:")
+        for name, label in (("tuned", "tuned (cltune)"), ("default", "untuned built-in defaults"), ("torch", "torch")):
+            if name in res.network:
+                rel = f"  ({res.network[name] / tuned:.2f}x the tuned)" if tuned and name != "tuned" else ""
+                lines.append(f"  {label:<28} {res.network[name]:10.3f} ms{rel}; fastest call "
+                             f"{res.network_fastest[name]:.3f} ms")
+        lines.append(agreement(event, res.network, "the network over tuning's event timing: {} (one wait, "
+                               "no host round trip a layer; more is the machine's drift or the layers' caches)"))
     return "\n".join(lines)
 
 
-def agreement(event: dict, race: dict) -> str:
+TASK_RACE = ("race over tuning's event timing: {} (the race's host clock adds each call's enqueue and wait; more "
+             "than that is the machine's drift between tuning and race)")
+
+
+def agreement(event: dict, race: dict, text: str = TASK_RACE) -> str:
     """How the race's totals compare with the tuning's event-timed ones. They differ by what the host
     clock adds to each call (the enqueue, the wait, a separate pool kernel where a family does not
     fuse it) and by the machine's drift between tuning and race; the line says by how much."""
     parts = [f"{name} {race[name] / event[name]:.2f}x" for name in ("tuned", "default")
              if name in race and event.get(name) and event[name] == event[name]]
-    return ("race over tuning's event timing: " + ", ".join(parts) + " (the race's host clock adds each "
-            "call's enqueue and wait; more than that is the machine's drift between tuning and race)"
-            if parts else "")
+    return text.format(", ".join(parts)) if parts else ""

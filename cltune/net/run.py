@@ -2,9 +2,11 @@
 tuned kernels, the untuned built-in defaults and torch on the same layers.
 
 The run folder holds one results file per task (`<task>.csv`, the same rows as `cltune sweep`
-writes), `network.json` (the tasks and the layers they stand for), `network.csv` (the summary) and
-`totals.csv` (the race). `--resume` replays the scheduler over the rows already there: a setting in
-a task's file is not measured again and counts against the budget as it did the first time.
+writes), `network.json` (the tasks and the layers they stand for), `network.csv` (the summary),
+`totals.csv` (the race, task by task), `network_choice.csv` (each task's finalists inside the
+network) and `network_race.csv` (the whole network's race). `--resume` replays the scheduler over
+the rows already there: a setting in a task's file is not measured again and counts against the
+budget as it did the first time.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class NetResult:
     totals: dict = field(default_factory=dict)  # contender -> sum(weight x median ms)
     fastest: dict = field(default_factory=dict)  # contender -> sum(weight x fastest call ms): a busy host's floor
     conditions: dict = field(default_factory=dict)  # how torch ran in the race (race.torch_at_its_best)
+    network: dict = field(default_factory=dict)  # contender -> the whole network's median ms (race_network)
+    network_fastest: dict = field(default_factory=dict)  # contender -> its fastest whole-network call
+    network_torch: str = ""  # how torch ran its fastest network ("torch:per layer", "torch:1 thread"...)
+    network_changed: list = field(default_factory=list)  # tasks whose setting the network chose, not the task race
     measured: int = 0  # settings measured in this process (resumed ones not counted)
     kept: dict = field(default_factory=dict)  # task name -> the Setting it keeps (choice.py)
     info: object = None  # the device's DeviceInfo
@@ -110,7 +116,8 @@ def run(net: Network, opts: NetOptions, echo=print, backend=None) -> NetResult:
     if opts.rounds:  # each task's finalists race; the lowest median is kept (choice.py)
         from .figure import race_totals
 
-        res.kept.update(race_totals(res, opts, cfg))
+        task_of = {layer: t.name for t in res.tasks for layer in t.layers}
+        res.kept.update(race_totals(res, opts, cfg, [task_of.get(layer.name) for layer in net.layers]))
     res.summary = summarize(res.states, res.info, res.kept)
     res.summary.to_csv(res.run_dir / "network.csv", index=False)
     keys = {res.keys[name][ident(s)] for name, s in res.kept.items()}

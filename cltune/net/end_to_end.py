@@ -1,0 +1,160 @@
+"""The whole network end to end, as a user runs it: per contender one call that runs every layer in
+the network's order, each layer reading the output of the one before it. cltune's layers (each
+task's race winner, or its untuned default) are enqueued back to back on one in-order queue and the
+host waits once, for the last: a deployed network has no reason to wait between layers, and the
+task race's call, waited for on its own, pays a host round trip per layer (on a 2-core VM with
+PoCL 3.1 an empty kernel alone took 32-38 us from enqueue to the host's return, one of 52 enqueued
+together 2-3 us). torch's layers are called in turn, each on its faster thread count in the task
+race ("torch:per layer") and on each thread count throughout ("torch:2 threads"...): the fastest
+median is the network's torch."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pandas as pd
+
+
+def wiring(problems: list) -> list:
+    """Per layer, the earlier layer whose output it reads: the latest one whose output shape is its
+    input shape (the previous layer of a chain; a ResNet block's shortcut conv reads what the block
+    read), or None: nothing before it fits, it reads an input of its own."""
+    out, latest = [], {}
+    for i, p in enumerate(problems):
+        out.append(latest.get(p.input_shape))
+        latest[p.output_shape] = i
+    return out
+
+
+def outputs(runner, problems: list) -> list:
+    """One device buffer per layer for its output."""
+    import pyopencl as cl
+
+    return [cl.Buffer(runner.ctx, cl.mem_flags.READ_WRITE, 4 * math.prod(p.output_shape)) for p in problems]
+
+
+def opencl_chain(runner, problems: list, settings: list, outs: list | None = None):
+    """cltune's network call, each layer on its setting, and its layers' output buffers (`outs`, or
+    new ones). The call returns each layer's events."""
+    source = wiring(problems)
+    outs = outs or outputs(runner, problems)
+    calls = [None] * len(problems)
+    # Made task by task, so the runner loads each task's data once.
+    for i in sorted(range(len(problems)), key=lambda i: problems.index(problems[i])):
+        j = source[i]
+        calls[i] = runner.launcher(problems[i], settings[i], x=None if j is None else outs[j], out=outs[i])
+
+    def call() -> list:
+        return [c(wait=False) for c in calls[:-1]] + [calls[-1]()]
+    return call, outs
+
+
+def layer_times(events: list) -> list:
+    """Each layer's time in the network (ms) from one call's events: from the end of the layer before
+    it (the first: from its own start) to its own end, so a layer pays its kernels and the gap its
+    launch leaves, on the caches the layers before it left."""
+    out, before = [], events[0][0].profile.start
+    for evs in events:
+        out.append((evs[-1].profile.end - before) / 1e6)
+        before = evs[-1].profile.end
+    return out
+
+
+def choose_in_network(res, runner, layers: list, rounds: int) -> dict:
+    """Each task's finalist that runs fastest inside the network: the task race calls one layer
+    again and again on hot caches, and on ResNet-18 (2-core VM, AVX2 code) its winners ran the
+    network 1.20x slower than their sum there (Winograd's transformed weights, 1.8-4x the layer's,
+    read cold). Column c of the finalists (each task's c-th, or its last) runs as one network call,
+    each layer timed by its events (layer_times); a task keeps the finalist with the lowest median
+    of its layers' summed times. `layers`' picks give "task" and "finalists" (Settings, the task
+    race's order). Returns {task: the chosen finalist's index} and writes network_choice.csv."""
+    tasks = {picks["task"]: picks["finalists"] for _, picks in layers}
+    width = max(len(f) for f in tasks.values())
+    if width < 2:
+        return {}
+    problems = [p for p, _ in layers]
+    outs = outputs(runner, problems)
+    calls = []
+    for c in range(width):
+        picked = [picks["finalists"][min(c, len(picks["finalists"]) - 1)] for _, picks in layers]
+        calls.append(opencl_chain(runner, problems, picked, outs)[0])
+    seen: dict = {}
+    for _ in range(max(1, rounds) * 2):
+        for c, call in enumerate(calls):
+            call()
+            for _ in range(5):
+                summed: dict = {}
+                for (_, picks), ms in zip(layers, layer_times(call())):
+                    key = (picks["task"], min(c, len(picks["finalists"]) - 1))
+                    summed[key] = summed.get(key, 0.0) + ms
+                for key, ms in summed.items():
+                    seen.setdefault(key, []).append(ms)
+    med = {key: statistics.median(v) for key, v in seen.items()}
+    choice = {t: min(range(len(f)), key=lambda i: (med[(t, i)], i)) for t, f in tasks.items()}
+    pd.DataFrame([{"task": t, "finalist": i, "family": s.family, "setting": s.name, "network_ms": med[(t, i)],
+                   "calls": len(seen[(t, i)]), "chosen": choice[t] == i}
+                  for t, f in tasks.items() for i, s in enumerate(f)]
+                 ).to_csv(res.run_dir / "network_choice.csv", index=False)
+    return choice
+
+
+def torch_chain(layers: list, threads: list):
+    """torch's network call on `threads` intra-op threads per layer, and a function that gives its
+    last layer's output. None: torch is not installed."""
+    from ..measure.race import torch_layer
+
+    runs = [torch_layer(p, picks["inputs"][1], picks["inputs"][2]) for p, picks in layers]
+    if any(r is None for r in runs):
+        return None, None
+    import torch
+
+    xs = [torch.from_numpy(picks["inputs"][0]) for _, picks in layers]
+    source = wiring([p for p, _ in layers])
+    uniform = len(set(threads)) == 1
+    last = []
+
+    def call():
+        if uniform:
+            torch.set_num_threads(threads[0])
+        outs = []
+        for run, x, j, n in zip(runs, xs, source, threads):
+            if not uniform:
+                torch.set_num_threads(n)
+            outs.append(run(x if j is None else outs[j]))
+        last[:] = outs[-1:]
+        return outs[-1]
+    return call, lambda: last[0]
+
+
+def race_network(res, runner, layers: list, rounds: int) -> None:
+    """Race the network's calls. `layers`: per layer in the network's order, (problem, picks) with
+    picks "tuned" and "default" (Settings, or None), "threads" (torch's faster thread count in the
+    task race; None: no torch) and "inputs" (x, w, b). Sets res.network and res.network_fastest (ms
+    a call) and res.network_torch (how torch ran its fastest), and writes network_race.csv."""
+    from ..measure.race import Contender, race, thread_choices
+
+    contenders = []
+    problems, outs = [p for p, _ in layers], None
+    for name in ("tuned", "default"):
+        if all(picks.get(name) is not None for _, picks in layers):
+            call, outs = opencl_chain(runner, problems, [picks[name] for _, picks in layers], outs)
+            contenders.append(Contender(name, call))
+    if all(picks.get("threads") for _, picks in layers):
+        ways = {"torch:per layer": [picks["threads"] for _, picks in layers]}
+        ways.update({f"torch:{n} thread{'s' if n > 1 else ''}": [n] * len(layers) for n in thread_choices()})
+        for way, threads in ways.items():
+            call, _ = torch_chain(layers, threads)
+            if call:
+                contenders.append(Contender(way, call))
+    times = race(contenders, max(1, rounds) * 4)
+    med = {c.name: statistics.median(times[c.name]) for c in contenders}
+    pd.DataFrame([{"contender": c.name, "ms_median": med[c.name], "ms_min": min(times[c.name]),
+                   "calls": len(times[c.name]), "layers": len(layers)} for c in contenders]
+                 ).to_csv(res.run_dir / "network_race.csv", index=False)
+    res.network = {n: med[n] for n in ("tuned", "default") if n in med}
+    res.network_fastest = {n: min(times[n]) for n in res.network}
+    torch = [n for n in med if n.startswith("torch:")]
+    if torch:  # torch at its best: the fastest of its ways to run the network
+        best = min(torch, key=med.get)
+        res.network["torch"], res.network_fastest["torch"], res.network_torch = med[best], min(times[best]), best
