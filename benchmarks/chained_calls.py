@@ -43,8 +43,8 @@ def main() -> None:
     calls = {t.name: runner.launcher(t.problem, default_setting(t.problem, runner.info)) for t in tasks}
     task_of = {layer: t.name for t in tasks for layer in t.layers}
     order = [calls[task_of[layer.name]] for layer in net.layers]
-    flow, _ = opencl_chain(runner, [(layer.problem, {"default": default_setting(layer.problem, runner.info)})
-                                    for layer in net.layers], "default")
+    problems = [layer.problem for layer in net.layers]
+    flow, _ = opencl_chain(runner, problems, [default_setting(p, runner.info) for p in problems])
 
     def chained():
         for call in order[:-1]:

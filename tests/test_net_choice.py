@@ -377,3 +377,17 @@ def test_a_task_keeps_the_finalist_that_runs_fastest_inside_the_network(tmp_path
     got = dict(zip(rows["setting"], rows["network_ms"]))
     assert got == pytest.approx({"a0": 4.0 - 0.01, "a1": 2.0 - 0.01, "b0": 3.0})  # the first layer from its start
     assert list(rows[rows["chosen"]]["setting"]) == ["a1", "b0"]
+
+
+def test_where_the_network_chose_otherwise_the_task_races_winners_race_too(tmp_path, monkeypatch):
+    """The network's verdict is checked in the same run: the task race's winners run the network
+    beside the chosen settings, and the kept setting is the network's choice."""
+    from cltune.net import end_to_end
+
+    made = fake_race(monkeypatch)
+    monkeypatch.setattr(end_to_end, "choose_in_network",
+                        lambda res, runner, layers, rounds: {p["task"]: len(p["finalists"]) - 1 for _, p in layers})
+    res = run(tmp_path, Landscape(), budget=10, rounds=1)
+    assert made.count("opencl") == 3 and set(res.network) == {"tuned", "raced", "default", "torch"}
+    task = res.summary["task"].iloc[0]
+    assert res.network_changed == [task] and res.kept[task] == default_setting(LAYER, POCL_AVX512)

@@ -129,14 +129,17 @@ def torch_chain(layers: list, threads: list):
 
 def race_network(res, runner, layers: list, rounds: int) -> None:
     """Race the network's calls. `layers`: per layer in the network's order, (problem, picks) with
-    picks "tuned" and "default" (Settings, or None), "threads" (torch's faster thread count in the
-    task race; None: no torch) and "inputs" (x, w, b). Sets res.network and res.network_fastest (ms
-    a call) and res.network_torch (how torch ran its fastest), and writes network_race.csv."""
+    picks "tuned" and "default" (Settings, or None), "raced" (the task race's winner: where the
+    network chose another somewhere, these race too, as "raced"), "threads" (torch's faster thread
+    count in the task race; None: no torch) and "inputs" (x, w, b). Sets res.network and
+    res.network_fastest (ms a call) and res.network_torch (how torch ran its fastest), and writes
+    network_race.csv."""
     from ..measure.race import Contender, race, thread_choices
 
     contenders = []
     problems, outs = [p for p, _ in layers], None
-    for name in ("tuned", "default"):
+    changed = any(picks.get("raced") not in (None, picks["tuned"]) for _, picks in layers)
+    for name in ("tuned", "raced", "default") if changed else ("tuned", "default"):
         if all(picks.get(name) is not None for _, picks in layers):
             call, outs = opencl_chain(runner, problems, [picks[name] for _, picks in layers], outs)
             contenders.append(Contender(name, call))
@@ -152,7 +155,7 @@ def race_network(res, runner, layers: list, rounds: int) -> None:
     pd.DataFrame([{"contender": c.name, "ms_median": med[c.name], "ms_min": min(times[c.name]),
                    "calls": len(times[c.name]), "layers": len(layers)} for c in contenders]
                  ).to_csv(res.run_dir / "network_race.csv", index=False)
-    res.network = {n: med[n] for n in ("tuned", "default") if n in med}
+    res.network = {n: med[n] for n in ("tuned", "raced", "default") if n in med}
     res.network_fastest = {n: min(times[n]) for n in res.network}
     torch = [n for n in med if n.startswith("torch:")]
     if torch:  # torch at its best: the fastest of its ways to run the network

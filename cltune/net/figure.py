@@ -54,6 +54,7 @@ def race_totals(res, opts, cfg, order: list[str] | None = None) -> dict:
             names = [c.name for c in contenders[:len(final)]]  # tuned#0 ... and "default" last
             won, torch = min(range(len(final)), key=lambda i: (med[names[i]], i)), best_torch(times)
             chosen[st.task.name] = (st.task.problem, {"task": st.task.name, "finalists": final, "tuned": final[won],
+                                                      "raced": final[won],
                                                       "default": default, "inputs": inputs,
                                                       "threads": torch and torch_threads(torch)})
             results.append((st, final, contenders, times, med, won, torch))
@@ -135,7 +136,8 @@ def format_table(res) -> str:
                      "output before it (cltune's enqueued back to back, one wait at the end; torch's called in turn, "
                      f"{torch_way(res.network_torch)}), "
                      "host wall clock, medians:")
-        for name, label in (("tuned", "tuned (cltune)"), ("default", "untuned built-in defaults"), ("torch", "torch")):
+        for name, label in (("tuned", "tuned (cltune)"), ("raced", "the task race's winners"),
+                            ("default", "untuned built-in defaults"), ("torch", "torch")):
             if name in res.network:
                 rel = f"  ({res.network[name] / tuned:.2f}x the tuned)" if tuned and name != "tuned" else ""
                 lines.append(f"  {label:<28} {res.network[name]:10.3f} ms{rel}; fastest call "
