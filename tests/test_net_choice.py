@@ -97,6 +97,7 @@ def fake_race(monkeypatch, race_ms=None):
     monkeypatch.setattr(end_to_end, "opencl_chain", chain("opencl"))
     monkeypatch.setattr(end_to_end, "torch_chain", chain("torch"))
     monkeypatch.setattr(end_to_end, "choose_in_network", lambda res, runner, layers, rounds: {})
+    monkeypatch.setattr(end_to_end, "by_layer", lambda *a: None)
     monkeypatch.setattr(race, "torch_contenders", lambda *a: [race.Contender(n, lambda: None) for n in torch_ms])
     return made
 
@@ -342,6 +343,10 @@ def test_cltune_net_reports_the_whole_network_beside_the_task_race(tmp_path, mon
     assert "the whole network end to end" in text and "2.20x the tuned" in text and "on 1 thread throughout" in text
     rows = pd.read_csv(tmp_path / "run" / "network_race.csv")
     assert {"tuned", "default", "torch:per layer", "torch:1 thread"} <= set(rows["contender"])
+    from cltune.net import report
+
+    page = report.build(tmp_path / "run" / "network.csv")  # `cltune report RUN/network.csv`
+    assert "The whole network" in page and "torch:1 thread" in page
 
 
 def test_a_task_keeps_the_finalist_that_runs_fastest_inside_the_network(tmp_path, monkeypatch):

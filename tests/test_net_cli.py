@@ -46,6 +46,9 @@ def test_net_on_an_onnx_model_prints_the_table_and_three_totals(tmp_path, monkey
     whole = set(pd.read_csv(out / "network_race.csv")["contender"])  # the whole network, end to end
     assert {"tuned", "default"} <= whole and ({"torch:per layer", "torch:1 thread"} <= whole or not HAS_TORCH)
     assert "the whole network end to end" in text
+    by_layer = pd.read_csv(out / "network_layers.csv")  # where each network's time goes
+    assert list(by_layer["task"]) == list(summary["task"]) and (by_layer["tuned_ms"] > 0).all()
+    assert not HAS_TORCH or (by_layer["torch_ms"] > 0).all()
     from cltune.results import store
 
     assert {e["problem"] for e in store.all_best()} == set(summary["problem"])

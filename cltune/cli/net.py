@@ -63,5 +63,6 @@ def net(network, device, budget, time_limit, policy, search, no_transfer, spaces
     with interrupts(lambda files: kept_in_folder(files, hint)):
         res = netrun.run(model, opts, click.echo)
     click.echo(format_table(res))
-    made = [f for f in ("network.csv", "totals.csv", "network_choice.csv", "network_race.csv") if (res.run_dir / f).exists()]
+    made = [f for f in ("network.csv", "totals.csv", "network_choice.csv", "network_race.csv", "network_layers.csv")
+            if (res.run_dir / f).exists()]
     click.echo(f"wrote {res.run_dir}/ ({', '.join(made)}, one results file per task)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 
 import pandas as pd
 
@@ -100,8 +101,9 @@ def choose_in_network(res, runner, layers: list, rounds: int) -> dict:
 
 
 def torch_chain(layers: list, threads: list):
-    """torch's network call on `threads` intra-op threads per layer, and a function that gives its
-    last layer's output. None: torch is not installed."""
+    """torch's network call on `threads` intra-op threads per layer (given a list, it appends the host
+    clock after each layer), and a function that gives its last layer's output. None: torch is not
+    installed."""
     from ..measure.race import torch_layer
 
     runs = [torch_layer(p, picks["inputs"][1], picks["inputs"][2]) for p, picks in layers]
@@ -114,7 +116,7 @@ def torch_chain(layers: list, threads: list):
     uniform = len(set(threads)) == 1
     last = []
 
-    def call():
+    def call(stamps: list | None = None):
         if uniform:
             torch.set_num_threads(threads[0])
         outs = []
@@ -122,6 +124,8 @@ def torch_chain(layers: list, threads: list):
             if not uniform:
                 torch.set_num_threads(n)
             outs.append(run(x if j is None else outs[j]))
+            if stamps is not None:
+                stamps.append(time.perf_counter())
         last[:] = outs[-1:]
         return outs[-1]
     return call, lambda: last[0]
@@ -161,3 +165,26 @@ def race_network(res, runner, layers: list, rounds: int) -> None:
     if torch:  # torch at its best: the fastest of its ways to run the network
         best = min(torch, key=med.get)
         res.network["torch"], res.network_fastest["torch"], res.network_torch = med[best], min(times[best]), best
+    calls = {c.name: c.call for c in contenders}
+    if "tuned" in calls:
+        by_layer(res, layers, calls["tuned"], calls.get(res.network_torch))
+
+
+def by_layer(res, layers: list, tuned, torch, calls: int = 20) -> None:
+    """Where each network's time goes, layer by layer: medians of `calls` calls, cltune's layers by
+    their events (layer_times), torch's by the host clock after each layer. Writes network_layers.csv."""
+    mine, theirs = [], []
+    for _ in range(calls):
+        mine.append(layer_times(tuned()))
+        if torch:
+            stamps = [time.perf_counter()]
+            torch(stamps)
+            theirs.append([(b - a) * 1e3 for a, b in zip(stamps, stamps[1:])])
+    rows = []
+    for i, (p, picks) in enumerate(layers):
+        row = {"layer": i, "task": picks.get("task", ""), "setting": picks["tuned"].name,
+               "tuned_ms": statistics.median(t[i] for t in mine)}
+        if theirs:
+            row["torch_ms"] = statistics.median(t[i] for t in theirs)
+        rows.append(row)
+    pd.DataFrame(rows).to_csv(res.run_dir / "network_layers.csv", index=False)

@@ -49,7 +49,12 @@ def build(path: str | Path) -> str:
             f"{(df['weight'] * df.get('default_ms', float('nan'))).sum():.3f} ms.</p>{table_html(shown[cols])}"]
     race = path.parent / "totals.csv"
     if race.exists():
-        body.append("<h2>Side by side</h2><p>Host wall clock, medians of interleaved rounds, each layer's "
-                    f"ReLU/pool included.</p>{table_html(totals(pd.read_csv(race)))}")
+        body.append("<h2>Side by side</h2><p>Task by task, each layer called alone: host wall clock, medians of "
+                    f"interleaved rounds, each layer's ReLU/pool included.</p>{table_html(totals(pd.read_csv(race)))}")
+    whole = path.parent / "network_race.csv"
+    if whole.exists():
+        body.append("<h2>The whole network</h2><p>Every layer in the network's order on the output before it, one "
+                    "call a network (cltune's kernels enqueued back to back, one wait): host wall clock, ms a call."
+                    f"</p>{table_html(pd.read_csv(whole).round(3))}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cltune network report"
             f"</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -4,9 +4,9 @@ tuned kernels, the untuned built-in defaults and torch on the same layers.
 The run folder holds one results file per task (`<task>.csv`, the same rows as `cltune sweep`
 writes), `network.json` (the tasks and the layers they stand for), `network.csv` (the summary),
 `totals.csv` (the race, task by task), `network_choice.csv` (each task's finalists inside the
-network) and `network_race.csv` (the whole network's race). `--resume` replays the scheduler over
-the rows already there: a setting in a task's file is not measured again and counts against the
-budget as it did the first time.
+network), `network_race.csv` (the whole network's race) and `network_layers.csv` (its time layer by
+layer). `--resume` replays the scheduler over the rows already there: a setting in a task's file is
+not measured again and counts against the budget as it did the first time.
 """
 
 from __future__ import annotations
