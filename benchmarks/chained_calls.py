@@ -1,9 +1,10 @@
 """A network's layers, each with its untuned built-in default, timed three ways, interleaved in one
 process: (a) one call per layer, each waited for, again and again, as `cltune net`'s task race times
 them (the layer's data stays in the caches; each call pays a host round trip); (b) all in the
-network's order in one call, enqueued back to back with one wait at the end, each layer on its own
-input (the waits gone, the caches cold); (c) the same, each layer reading the output of the one
-before it, as `cltune net`'s whole-network race (net/end_to_end.py) and a deployed network run them.
+network's order in one call, enqueued back to back with one wait at the end, each layer on its
+task's input (the waits gone, the caches cold); (c) the same, each layer on its own weights and
+reading the output of the one before it, as `cltune net`'s whole-network race (net/end_to_end.py)
+and a deployed network run them.
 
     python benchmarks/chained_calls.py [--network mobilenet_v2] [--rounds 5] [--calls 20] [--device D]
 
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cltune.measure.device import machine_line  # noqa: E402
 from cltune.measure.runner import Runner  # noqa: E402
-from cltune.net.end_to_end import opencl_chain  # noqa: E402
+from cltune.net.end_to_end import layer_data, opencl_chain  # noqa: E402
 from cltune.net.tables import load  # noqa: E402
 from cltune.net.tasks import make_tasks  # noqa: E402
 from cltune.results.nearest import default_setting  # noqa: E402
@@ -44,7 +45,8 @@ def main() -> None:
     task_of = {layer: t.name for t in tasks for layer in t.layers}
     order = [calls[task_of[layer.name]] for layer in net.layers]
     problems = [layer.problem for layer in net.layers]
-    flow, _ = opencl_chain(runner, problems, [default_setting(p, runner.info) for p in problems])
+    flow, _ = opencl_chain(runner, problems, [default_setting(p, runner.info) for p in problems],
+                           layer_data(runner, problems))
 
     def chained():
         for call in order[:-1]:

@@ -10,7 +10,7 @@ import pytest
 
 from cltune.core.problem import Problem
 from cltune.measure.race import numpy_conv2d
-from cltune.net.end_to_end import opencl_chain, torch_chain, wiring
+from cltune.net.end_to_end import layer_data, opencl_chain, torch_chain, wiring
 from cltune.results.nearest import builtins, default_setting
 
 from .conftest import HAS_TORCH
@@ -22,8 +22,9 @@ POOL = Problem.from_shapes((1, 16, 12, 12), (8, 16, 3, 3), padding=1, activation
 ORDER = [A, DW, PW, A, POOL]  # A again reads PW's output; POOL reads the second A's
 
 
-def inputs(p: Problem) -> tuple:
-    x, w, b = p.make_inputs(0)
+def inputs(i: int, p: Problem) -> tuple:
+    """Layer i's own input, weights and bias, as layer_data seeds them."""
+    x, w, b = p.make_inputs(i)
     return x, w, b if p.bias else None
 
 
@@ -33,9 +34,10 @@ def settings(info, name: str) -> list:
 
 
 def numpy_network() -> np.ndarray:
+    """The layers in turn, each on the output before it and its own weights (the two A layers differ)."""
     y = None
-    for p in ORDER:
-        x, w, b = inputs(p)
+    for i, p in enumerate(ORDER):
+        x, w, b = inputs(i, p)
         y = numpy_conv2d(p, x if y is None else y, w, b)
     return y
 
@@ -50,7 +52,7 @@ def test_each_layer_reads_the_latest_output_of_its_input_shape():
 
 @pytest.mark.parametrize("name", ["tuned", "default"])
 def test_the_opencl_network_computes_the_layers_in_turn(runner, name):
-    call, outs = opencl_chain(runner, ORDER, settings(runner.info, name))
+    call, outs = opencl_chain(runner, ORDER, settings(runner.info, name), layer_data(runner, ORDER))
     events = call()
     kernels = [len(runner._prepare(p, s).launches) for p, s in zip(ORDER, settings(runner.info, name))]
     assert [len(e) for e in events] == kernels  # each layer's events, all its kernels
@@ -61,8 +63,8 @@ def test_the_opencl_network_computes_the_layers_in_turn(runner, name):
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch")
-def test_the_torch_network_computes_the_layers_in_turn():
-    call, last = torch_chain([(p, {"inputs": inputs(p)}) for p in ORDER], [1] * len(ORDER))
+def test_the_torch_network_computes_the_layers_in_turn(runner):
+    call, last = torch_chain(ORDER, layer_data(runner, ORDER), [1] * len(ORDER))
     call()
     want = numpy_network()
     np.testing.assert_allclose(last().numpy(), want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
@@ -71,8 +73,8 @@ def test_the_torch_network_computes_the_layers_in_turn():
 def test_the_opencl_network_waits_once_for_its_last_layer(runner, monkeypatch):
     made, calls = runner.launcher, []
 
-    def spy(problem, setting, x=None, out=None):
-        call = made(problem, setting, x, out)
+    def spy(problem, setting, x=None, out=None, data=None):
+        call = made(problem, setting, x, out, data)
 
         def spied(wait=True):
             calls.append((problem, wait))
@@ -80,7 +82,7 @@ def test_the_opencl_network_waits_once_for_its_last_layer(runner, monkeypatch):
         return spied
 
     monkeypatch.setattr(runner, "launcher", spy)
-    call, _ = opencl_chain(runner, ORDER, settings(runner.info, "tuned"))
+    call, _ = opencl_chain(runner, ORDER, settings(runner.info, "tuned"), layer_data(runner, ORDER))
     calls.clear()
     call()
     assert calls == [(p, i == len(ORDER) - 1) for i, p in enumerate(ORDER)]

@@ -96,7 +96,8 @@ def fake_race(monkeypatch, race_ms=None):
     monkeypatch.setattr(race, "race", whole)
     monkeypatch.setattr(end_to_end, "opencl_chain", chain("opencl"))
     monkeypatch.setattr(end_to_end, "torch_chain", chain("torch"))
-    monkeypatch.setattr(end_to_end, "choose_in_network", lambda res, runner, layers, rounds: {})
+    monkeypatch.setattr(end_to_end, "choose_in_network", lambda *a: {})
+    monkeypatch.setattr(end_to_end, "layer_data", lambda runner, problems: [None] * len(problems))
     monkeypatch.setattr(end_to_end, "by_layer", lambda *a: None)
     monkeypatch.setattr(race, "torch_contenders", lambda *a: [race.Contender(n, lambda: None) for n in torch_ms])
     return made
@@ -362,7 +363,7 @@ def test_a_task_keeps_the_finalist_that_runs_fastest_inside_the_network(tmp_path
     a0, a1, b0 = (Setting.make(n, "direct", {}) for n in ("a0", "a1", "b0"))
     cost = {"a0": 2.0, "a1": 1.0, "b0": 3.0}  # ms a layer, inside the network
 
-    def chain(runner, problems, settings, outs=None):
+    def chain(runner, problems, settings, datas, outs=None):
         def call():
             t, out = 0, []
             for s in settings:
@@ -377,7 +378,7 @@ def test_a_task_keeps_the_finalist_that_runs_fastest_inside_the_network(tmp_path
     a = (LAYER, {"task": "A", "finalists": [a0, a1]})
     b = (LAYER, {"task": "B", "finalists": [b0]})
     res = SimpleNamespace(run_dir=tmp_path)
-    assert end_to_end.choose_in_network(res, None, [a, b, a], rounds=1) == {"A": 1, "B": 0}
+    assert end_to_end.choose_in_network(res, None, [a, b, a], [None] * 3, rounds=1) == {"A": 1, "B": 0}
     rows = pd.read_csv(tmp_path / "network_choice.csv")
     got = dict(zip(rows["setting"], rows["network_ms"]))
     assert got == pytest.approx({"a0": 4.0 - 0.01, "a1": 2.0 - 0.01, "b0": 3.0})  # the first layer from its start
@@ -391,7 +392,8 @@ def test_where_the_network_chose_otherwise_the_task_races_winners_race_too(tmp_p
 
     made = fake_race(monkeypatch)
     monkeypatch.setattr(end_to_end, "choose_in_network",
-                        lambda res, runner, layers, rounds: {p["task"]: len(p["finalists"]) - 1 for _, p in layers})
+                        lambda res, runner, layers, datas, rounds: {p["task"]: len(p["finalists"]) - 1
+                                                                    for _, p in layers})
     res = run(tmp_path, Landscape(), budget=10, rounds=1)
     assert made.count("opencl") == 3 and set(res.network) == {"tuned", "raced", "default", "torch"}
     task = res.summary["task"].iloc[0]

@@ -2,7 +2,8 @@
 when it is made, not on every call as a tuning's launches do: it owns its kernels, their arguments
 are fixed. Given `x` or `out` (device buffers of the problem's input and output sizes), it reads and
 writes those instead of the problem's own: the whole network's race chains its layers that way, one
-layer's output the next one's input."""
+layer's output the next one's input; given `data` (a problem's data, measure/data.py), it runs on that
+data instead of the problem's seeded one: each layer of a network its own weights."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from ..core.errors import UserError
 from ..core.space import Setting
 
 
-def launcher(runner, problem, setting: Setting, x=None, out=None):
+def launcher(runner, problem, setting: Setting, x=None, out=None, data=None):
     """A function that runs one inference with this setting, waits for it (wait=False: the network
     race enqueues its layers back to back, one wait at the end) and returns its events."""
-    runner.load_problem(problem)
+    if data is None:
+        runner.load_problem(problem)
+    else:  # the runner holds no problem of its own after this: the next load_problem loads one
+        runner.data, runner._problem = data, None
     prep = runner._prepare(problem, setting)
     if prep.failed:
         raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "

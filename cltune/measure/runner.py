@@ -193,11 +193,12 @@ class Runner:
             evt.wait()
         return self.data.result(self.queue)
 
-    def launcher(self, problem, setting: Setting, x=None, out=None):
-        """A setting as a plain call for the races (launcher.py), on the problem's buffers or x/out."""
+    def launcher(self, problem, setting: Setting, x=None, out=None, data=None):
+        """A setting as a plain call for the races (launcher.py), on the problem's data or `data`,
+        its buffers or x/out."""
         from .launcher import launcher
 
-        return launcher(self, problem, setting, x, out)
+        return launcher(self, problem, setting, x, out, data)
 
     def measure(self, problem, setting: Setting, timing: Timing, upcoming=()) -> Measurement:
         """Every failure becomes a Measurement with its status and first error line."""

@@ -28,6 +28,22 @@ def wiring(problems: list) -> list:
     return out
 
 
+def layer_data(runner, problems: list) -> list:
+    """Each layer's own input, weights and bias (seeded by its position), on the device: the layers of
+    one task are distinct layers of the network, and reading one weight tensor for all of them would
+    leave the second in the caches the first filled."""
+    out = []
+    for i, p in enumerate(problems):
+        runner.load_problem(p, p.make_inputs(i), reference=False)
+        out.append(runner.data)
+    return out
+
+
+def host_inputs(problem, data) -> tuple:
+    """A layer's (x, w, b) on the host, as torch takes them (b None without a bias)."""
+    return data.bufs.x_host, data.bufs.w_host, data.bufs.b_host if problem.bias else None
+
+
 def outputs(runner, problems: list) -> list:
     """One device buffer per layer for its output."""
     import pyopencl as cl
@@ -35,16 +51,13 @@ def outputs(runner, problems: list) -> list:
     return [cl.Buffer(runner.ctx, cl.mem_flags.READ_WRITE, 4 * math.prod(p.output_shape)) for p in problems]
 
 
-def opencl_chain(runner, problems: list, settings: list, outs: list | None = None):
-    """cltune's network call, each layer on its setting, and its layers' output buffers (`outs`, or
-    new ones). The call returns each layer's events."""
+def opencl_chain(runner, problems: list, settings: list, datas: list, outs: list | None = None):
+    """cltune's network call, each layer on its setting and its data (layer_data), and its layers'
+    output buffers (`outs`, or new ones). The call returns each layer's events."""
     source = wiring(problems)
     outs = outs or outputs(runner, problems)
-    calls = [None] * len(problems)
-    # Made task by task, so the runner loads each task's data once.
-    for i in sorted(range(len(problems)), key=lambda i: problems.index(problems[i])):
-        j = source[i]
-        calls[i] = runner.launcher(problems[i], settings[i], x=None if j is None else outs[j], out=outs[i])
+    calls = [runner.launcher(p, s, x=None if j is None else outs[j], out=out, data=d)
+             for p, s, j, out, d in zip(problems, settings, source, outs, datas)]
 
     def call() -> list:
         return [c(wait=False) for c in calls[:-1]] + [calls[-1]()]
@@ -62,7 +75,7 @@ def layer_times(events: list) -> list:
     return out
 
 
-def choose_in_network(res, runner, layers: list, rounds: int) -> dict:
+def choose_in_network(res, runner, layers: list, datas: list, rounds: int) -> dict:
     """Each task's finalist that runs fastest inside the network: the task race calls one layer
     again and again on hot caches, and on ResNet-18 (2-core VM, AVX2 code) its winners ran the
     network 1.20x slower than their sum there (Winograd's transformed weights, 1.8-4x the layer's,
@@ -79,7 +92,7 @@ def choose_in_network(res, runner, layers: list, rounds: int) -> dict:
     calls = []
     for c in range(width):
         picked = [picks["finalists"][min(c, len(picks["finalists"]) - 1)] for _, picks in layers]
-        calls.append(opencl_chain(runner, problems, picked, outs)[0])
+        calls.append(opencl_chain(runner, problems, picked, datas, outs)[0])
     seen: dict = {}
     for _ in range(max(1, rounds) * 2):
         for c, call in enumerate(calls):
@@ -100,19 +113,20 @@ def choose_in_network(res, runner, layers: list, rounds: int) -> dict:
     return choice
 
 
-def torch_chain(layers: list, threads: list):
+def torch_chain(problems: list, datas: list, threads: list):
     """torch's network call on `threads` intra-op threads per layer (given a list, it appends the host
     clock after each layer), and a function that gives its last layer's output. None: torch is not
     installed."""
     from ..measure.race import torch_layer
 
-    runs = [torch_layer(p, picks["inputs"][1], picks["inputs"][2]) for p, picks in layers]
+    inputs = [host_inputs(p, d) for p, d in zip(problems, datas)]
+    runs = [torch_layer(p, w, b) for p, (_, w, b) in zip(problems, inputs)]
     if any(r is None for r in runs):
         return None, None
     import torch
 
-    xs = [torch.from_numpy(picks["inputs"][0]) for _, picks in layers]
-    source = wiring([p for p, _ in layers])
+    xs = [torch.from_numpy(x) for x, _, _ in inputs]
+    source = wiring(problems)
     uniform = len(set(threads)) == 1
     last = []
 
@@ -131,11 +145,11 @@ def torch_chain(layers: list, threads: list):
     return call, lambda: last[0]
 
 
-def race_network(res, runner, layers: list, rounds: int) -> None:
+def race_network(res, runner, layers: list, datas: list, rounds: int) -> None:
     """Race the network's calls. `layers`: per layer in the network's order, (problem, picks) with
     picks "tuned" and "default" (Settings, or None), "raced" (the task race's winner: where the
     network chose another somewhere, these race too, as "raced"), "threads" (torch's faster thread
-    count in the task race; None: no torch) and "inputs" (x, w, b). Sets res.network and
+    count in the task race; None: no torch); `datas` each layer's own (layer_data). Sets res.network and
     res.network_fastest (ms a call) and res.network_torch (how torch ran its fastest), and writes
     network_race.csv."""
     from ..measure.race import Contender, race, thread_choices
@@ -145,13 +159,13 @@ def race_network(res, runner, layers: list, rounds: int) -> None:
     changed = any(picks.get("raced") not in (None, picks["tuned"]) for _, picks in layers)
     for name in ("tuned", "raced", "default") if changed else ("tuned", "default"):
         if all(picks.get(name) is not None for _, picks in layers):
-            call, outs = opencl_chain(runner, problems, [picks[name] for _, picks in layers], outs)
+            call, outs = opencl_chain(runner, problems, [picks[name] for _, picks in layers], datas, outs)
             contenders.append(Contender(name, call))
     if all(picks.get("threads") for _, picks in layers):
         ways = {"torch:per layer": [picks["threads"] for _, picks in layers]}
         ways.update({f"torch:{n} thread{'s' if n > 1 else ''}": [n] * len(layers) for n in thread_choices()})
         for way, threads in ways.items():
-            call, _ = torch_chain(layers, threads)
+            call, _ = torch_chain(problems, datas, threads)
             if call:
                 contenders.append(Contender(way, call))
     times = race(contenders, max(1, rounds) * 4)

@@ -25,7 +25,7 @@ def race_totals(res, opts, cfg, order: list[str] | None = None) -> dict:
     returns {task: winner}."""
     from ..measure.backend import in_process
     from ..measure.race import Contender, best_torch, race_groups, torch_at_its_best, torch_contenders, torch_threads
-    from .end_to_end import choose_in_network, race_network
+    from .end_to_end import choose_in_network, layer_data, race_network
     from .choice import finalists
     from .schedule import ident
 
@@ -44,28 +44,28 @@ def race_totals(res, opts, cfg, order: list[str] | None = None) -> dict:
                 final.append(default)
                 contenders.append(Contender("default", runner.launcher(p, default), default.family, default.name))
             x, w, b = p.make_inputs(0)
-            inputs = (x, w, b if p.bias else None)
-            contenders += torch_contenders(p, *inputs)
-            raced.append((st, final, default, inputs))
+            contenders += torch_contenders(p, x, w, b if p.bias else None)
+            raced.append((st, final, default))
             groups.append(contenders)
         results = []
-        for (st, final, default, inputs), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
+        for (st, final, default), contenders, times in zip(raced, groups, race_groups(groups, opts.rounds)):
             med = {c.name: statistics.median(times[c.name]) for c in contenders}
             names = [c.name for c in contenders[:len(final)]]  # tuned#0 ... and "default" last
             won, torch = min(range(len(final)), key=lambda i: (med[names[i]], i)), best_torch(times)
             chosen[st.task.name] = (st.task.problem, {"task": st.task.name, "finalists": final, "tuned": final[won],
                                                       "raced": final[won],
-                                                      "default": default, "inputs": inputs,
+                                                      "default": default,
                                                       "threads": torch and torch_threads(torch)})
             results.append((st, final, contenders, times, med, won, torch))
         picked = {}
         if order and set(order) <= chosen.keys():  # the network's verdict on each task's finalists
             layers = [chosen[name] for name in order]
-            picked = choose_in_network(res, runner, layers, opts.rounds)
+            datas = layer_data(runner, [p for p, _ in layers])
+            picked = choose_in_network(res, runner, layers, datas, opts.rounds)
             for name, i in picked.items():
                 chosen[name][1]["tuned"] = chosen[name][1]["finalists"][i]
             res.network_changed = [st.task.name for st, *_, won, _ in results if picked.get(st.task.name, won) != won]
-            race_network(res, runner, layers, opts.rounds)
+            race_network(res, runner, layers, datas, opts.rounds)
         for st, final, contenders, times, med, won, torch in results:
             won = picked.get(st.task.name, won)
             winners[st.task.name] = final[won]
