@@ -76,8 +76,8 @@ def main() -> None:
     print(f"{args.network}: {len(order)} layers, {len(tasks)} tasks, each on its untuned default; medians of "
           f"{args.rounds} x {args.calls} calls")
     print(f"  (a) one call a layer, each waited for (sum of weight x median): {summed:8.3f} ms")
-    print(f"  (b) the network in one call, each layer on its own input:         {own:8.3f} ms ({own / summed:.2f}x a)")
-    print(f"  (c) the network in one call, each layer on the output before it:  {flowed:8.3f} ms "
+    print(f"  (b) the network in one call, each layer on its task's data:      {own:8.3f} ms ({own / summed:.2f}x a)")
+    print(f"  (c) the same, each on its own weights and the output before it:  {flowed:8.3f} ms "
           f"({flowed / summed:.2f}x a)")
     runner.close()
 
