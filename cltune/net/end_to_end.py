@@ -1,12 +1,12 @@
 """The whole network end to end, as a user runs it: per contender one call that runs every layer in
-the network's order, each layer reading the output of the one before it. cltune's layers (each
-task's race winner, or its untuned default) are enqueued back to back on one in-order queue and the
-host waits once, for the last: a deployed network has no reason to wait between layers, and the
-task race's call, waited for on its own, pays a host round trip per layer (on a 2-core VM with
-PoCL 3.1 an empty kernel alone took 32-38 us from enqueue to the host's return, one of 52 enqueued
-together 2-3 us). torch's layers are called in turn, each on its faster thread count in the task
-race ("torch:per layer") and on each thread count throughout ("torch:2 threads"...): the fastest
-median is the network's torch."""
+the network's order, each layer on weights of its own and reading the output of the one before it.
+cltune's layers (each task's finalist that runs fastest inside the network: choose_in_network, or
+its untuned default) are enqueued back to back on one in-order queue and the host waits once, for
+the last: a deployed network has no reason to wait between layers, and the task race's call, waited
+for on its own, pays a host round trip per layer (on a 2-core VM with PoCL 3.1 an empty kernel
+alone took 32-38 us from enqueue to the host's return, one of 52 enqueued together 2-3 us). torch's
+layers are called in turn, each on its faster thread count in the task race ("torch:per layer") and
+on each thread count throughout ("torch:2 threads"...): the fastest median is the network's torch."""
 
 from __future__ import annotations
 
