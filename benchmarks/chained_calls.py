@@ -9,7 +9,8 @@ and a deployed network run them.
     python benchmarks/chained_calls.py [--network mobilenet_v2] [--rounds 5] [--calls 20] [--device D]
 
 Prints (a) as the sum over the layers of each layer's median call, (b) and (c) as the median of one
-call for the whole network.
+call for the whole network, and the gaps PoCL leaves between (c)'s layers (its events). With
+POCL_MAX_PTHREAD_COUNT=1 PoCL runs one worker thread: the gaps shrink, the kernels run longer.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ def main() -> None:
     print(f"  (b) the network in one call, each layer on its task's data:      {own:8.3f} ms ({own / summed:.2f}x a)")
     print(f"  (c) the same, each on its own weights and the output before it:  {flowed:8.3f} ms "
           f"({flowed / summed:.2f}x a)")
+    gaps = []  # inside (c), by the events: from one layer's last kernel's end to the next one's start
+    for _ in range(args.calls):
+        events = flow()
+        gaps += [(e[0].profile.start - before[-1].profile.end) / 1e3 for before, e in zip(events, events[1:])]
+    print(f"  inside (c), between a layer's end and the next one's start: median {statistics.median(gaps):.1f} us, "
+          f"{sum(gaps) / args.calls / 1e3:.3f} ms a call")
     runner.close()
 
 
