@@ -18,8 +18,8 @@ def launcher(runner, problem, setting: Setting, x=None, out=None, data=None):
     race enqueues its layers back to back, one wait at the end) and returns its events."""
     if data is None:
         runner.load_problem(problem)
-    else:  # the runner holds no problem of its own after this: the next load_problem loads one
-        runner.data, runner._problem = data, None
+    else:
+        runner.use_data(data)
     prep = runner._prepare(problem, setting)
     if prep.failed:
         raise UserError(f"setting {setting.name!r} cannot run {problem.describe()}: "

@@ -13,6 +13,8 @@ import numpy as np
 
 from ..core.problem import Problem, epilogue_reference
 
+WARM_S = 0.15  # seconds of untimed calls before a contender's timed ones (race)
+
 
 @dataclass
 class Contender:
@@ -163,7 +165,7 @@ def describe_conditions(cond: dict) -> str:
     return f"torch {how}, freed memory {kept}"
 
 
-def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float = 0.15) -> dict[str, list[float]]:
+def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float = WARM_S) -> dict[str, list[float]]:
     """Rounds of A B C ...: so drift on a shared machine hits every contender alike. Before its timed
     calls each contender runs untimed for `warm_s`: thread pools keep spinning after a call (OpenBLAS
     for about 0.1 s) and would slow whoever runs next, while a contender whose own threads went to
@@ -171,8 +173,17 @@ def race(contenders: list[Contender], rounds: int, block: int = 5, warm_s: float
     return race_groups([contenders], rounds, block, warm_s)[0]
 
 
+def warm_up(call, seconds: float = WARM_S) -> None:
+    """Call `call` untimed, at least once, for `seconds`: another runtime's spinning threads fade and
+    this one's sleeping threads wake (race)."""
+    end = time.perf_counter() + seconds
+    call()
+    while time.perf_counter() < end:
+        call()
+
+
 def race_groups(groups: list[list[Contender]], rounds: int, block: int = 5,
-                warm_s: float = 0.15) -> list[dict[str, list[float]]]:
+                warm_s: float = WARM_S) -> list[dict[str, list[float]]]:
     """`race` over several groups (a suite's layers) at once: each round visits every group, so each
     group's calls spread over the whole race rather than a few seconds of it. A slow phase of a
     shared machine (memory-bound layers ran torch 1.3-2x slow for several seconds at a time) then
@@ -181,10 +192,7 @@ def race_groups(groups: list[list[Contender]], rounds: int, block: int = 5,
     for _ in range(rounds):
         for group, out in zip(groups, times):
             for c in group:
-                end = time.perf_counter() + warm_s
-                c.call()
-                while time.perf_counter() < end:
-                    c.call()
+                warm_up(c.call, warm_s)
                 for _ in range(block):
                     t0 = time.perf_counter()
                     c.call()

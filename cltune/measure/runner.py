@@ -88,6 +88,11 @@ class Runner:
         if reference and self.data.reference_setting is not None:
             run_reference(self, problem)
 
+    def use_data(self, data) -> None:
+        """Run on `data`, a problem's data made by load_problem earlier (the network race gives each
+        layer its own); the next load_problem loads afresh."""
+        self.data, self._problem = data, None
+
     @property
     def bufs(self):
         """The loaded problem's buffers, as its families' launches take them."""

@@ -16,6 +16,8 @@ import time
 
 import pandas as pd
 
+from ..measure.race import warm_up
+
 
 def wiring(problems: list) -> list:
     """Per layer, the earlier layer whose output it reads: the latest one whose output shape is its
@@ -94,9 +96,7 @@ def choose_in_network(res, runner, layers: list, datas: list, rounds: int) -> di
         picked = [picks["finalists"][min(c, len(picks["finalists"]) - 1)] for _, picks in layers]
         calls.append(opencl_chain(runner, problems, picked, datas, outs)[0])
     seen: dict = {}
-    end = time.perf_counter() + 0.15  # untimed first: the task race's torch left its threads spinning
-    while time.perf_counter() < end:
-        calls[0]()
+    warm_up(calls[0])  # untimed first: the task race's torch left its threads spinning
     for _ in range(max(1, rounds) * 2):
         for c, call in enumerate(calls):
             call()
@@ -187,16 +187,14 @@ def race_network(res, runner, layers: list, datas: list, rounds: int) -> None:
         by_layer(res, layers, calls["tuned"], calls.get(res.network_torch))
 
 
-def by_layer(res, layers: list, tuned, torch, calls: int = 20, warm_s: float = 0.15) -> None:
+def by_layer(res, layers: list, tuned, torch, calls: int = 20) -> None:
     """Where each network's time goes, layer by layer: medians of `calls` calls, cltune's layers by
     their events (layer_times), torch's by the host clock after each layer. Each side's calls in a
-    block after `warm_s` of untimed ones, as the race runs them: called in turn, cltune's network
+    block after race.warm_up, as the race runs them: called in turn, cltune's network
     started while torch's OpenMP threads still spun and ran t16's layers 1.6x as long (0.126 against
     0.077 ms, MobileNet v2, AVX2 code). Writes network_layers.csv."""
     def timed(call) -> list:
-        end = time.perf_counter() + warm_s
-        while time.perf_counter() < end:
-            call()
+        warm_up(call)
         return [call() for _ in range(calls)]
 
     mine = [layer_times(events) for events in timed(tuned)]
