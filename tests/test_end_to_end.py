@@ -10,7 +10,8 @@ import pytest
 
 from cltune.core.problem import Problem
 from cltune.measure.race import numpy_conv2d
-from cltune.net.end_to_end import layer_data, opencl_chain, torch_chain, wiring
+from cltune.net.end_to_end import buffer_plan, last_reads, layer_data, opencl_chain, torch_chain, wiring
+from cltune.net.tables import load
 from cltune.results.nearest import builtins, default_setting
 
 from .conftest import HAS_TORCH
@@ -86,3 +87,46 @@ def test_the_opencl_network_waits_once_for_its_last_layer(runner, monkeypatch):
     calls.clear()
     call()
     assert calls == [(p, i == len(ORDER) - 1) for i, p in enumerate(ORDER)]
+
+
+def test_layers_share_output_buffers_once_nothing_reads_them():
+    """Two buffers carry a chain or a block whose shortcut reads the block's input, three ResNet-18;
+    a layer never writes the buffer it reads, nor one a later layer still has to read."""
+    first = Problem.from_shapes((1, 8, 12, 12), (8, 8, 3, 3), padding=1)
+    down = Problem.from_shapes((1, 8, 12, 12), (16, 8, 3, 3), 2, 1)
+    short = Problem.from_shapes((1, 8, 12, 12), (16, 8, 1, 1), 2)
+    after = Problem.from_shapes((1, 16, 6, 6), (16, 16, 3, 3), padding=1)
+    resnet = [layer.problem for layer in load("resnet18").layers]
+    for layers, buffers in ((ORDER, 2), ([first, down, short, after, after], 2), (resnet, 3)):
+        owner, sizes = buffer_plan(layers)
+        assert len(sizes) == buffers
+        last = last_reads(layers)
+        for k, i in enumerate(wiring(layers)):
+            assert i is None or owner[i] != owner[k]
+            assert sizes[owner[k]] >= 4 * np.prod(layers[k].output_shape)
+            assert all(last[j] < k for j in range(k) if owner[j] == owner[k])
+    assert last_reads(ORDER) == [1, 2, 3, 4, 5]
+
+
+def test_the_network_s_layers_share_one_scratch_pool(runner, monkeypatch):
+    """Winograd layers of different sizes run on one pool's buffers, the largest each needs, and still
+    compute the layers in turn."""
+    from cltune.workloads import winograd
+
+    layers = [Problem.from_shapes((1, c, 12, 12), (k, c, 3, 3), padding=1) for c, k in ((8, 8), (8, 16), (16, 8))]
+    picked = [next(s for s in builtins(p, runner.info) if s.family == "winograd") for p in layers]
+    given = []
+    made = winograd.scratch
+    monkeypatch.setattr(winograd, "scratch", lambda *a: given.append((a[2], made(*a))) or given[-1][1])
+    datas = layer_data(runner, layers)
+    call, outs = opencl_chain(runner, layers, picked, datas)
+    last_pass = [b for key, b in given[-2 * len(layers):] if key == "winograd_m"]
+    assert len(last_pass) == len(layers) and all(b is datas[0].bufs.shared["winograd_m"] for b in last_pass)
+    call()
+    y = None
+    for i, p in enumerate(layers):
+        x, w, b = inputs(i, p)
+        y = numpy_conv2d(p, x if y is None else y, w, b)
+    got = np.empty(y.size, np.float32)
+    cl.enqueue_copy(runner.queue, got, outs[-1]).wait()
+    np.testing.assert_allclose(got.reshape(y.shape), y, rtol=1e-3, atol=1e-3 * np.abs(y).max())

@@ -33,6 +33,7 @@ class Buffers:
     b_host: np.ndarray
     out_nbytes: int
     cache: dict = field(default_factory=dict)  # families keep repacked weights and scratch here
+    shared: dict | None = None  # scratch shared with other layers of a network (workloads/buffers.scratch)
 
 
 class ConvData:

@@ -19,10 +19,14 @@ def upload(ctx, host):
 
 
 def scratch(ctx, bufs, key, nbytes: int):
-    """A read-write device buffer of at least nbytes, kept in bufs.cache under key."""
-    old = bufs.cache.get(key)
+    """A read-write device buffer of at least nbytes, kept under key in bufs.cache, or in bufs.shared
+    where a network's layers share one pool (net/end_to_end.layer_data): its layers run one after
+    another on one in-order queue, so one layer's scratch is free again when the next one starts,
+    and a pool the size of the largest layer's stays in the caches where one buffer a layer would not."""
+    pool = bufs.cache if getattr(bufs, "shared", None) is None else bufs.shared
+    old = pool.get(key)
     if old is None or old.size < nbytes:
         import pyopencl as cl  # pyopencl (0.7 s): only where this process opens a device
 
-        bufs.cache[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4, nbytes))
-    return bufs.cache[key]
+        pool[key] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(4, nbytes))
+    return pool[key]
