@@ -55,6 +55,13 @@ def last_reads(problems: list) -> list:
     return out
 
 
+def released(problems: list) -> list:
+    """Per layer, the layers whose outputs nothing reads once it has run (last_reads): their memory
+    can take a later output."""
+    last = last_reads(problems)
+    return [[i for i, k in enumerate(last) if k == j] for j in range(len(problems))]
+
+
 def buffer_plan(problems: list) -> tuple[list, list]:
     """(the buffer each layer writes its output to, each buffer's bytes): a layer takes the smallest
     free buffer that holds its output (else grows the largest free one, else a new one), and its
@@ -62,7 +69,7 @@ def buffer_plan(problems: list) -> tuple[list, list]:
     output has one (an in-order queue runs them in that order). A chain needs two buffers, a ResNet
     three: its activations stay in the caches, where one buffer a layer (MobileNet v2: 52 buffers,
     27 MB) is written cold on every call."""
-    last, sizes, owner, free = last_reads(problems), [], [], []
+    done, sizes, owner, free = released(problems), [], [], []
     for k, p in enumerate(problems):
         need = 4 * math.prod(p.output_shape)
         fits = [b for b in free if sizes[b] >= need]
@@ -74,7 +81,7 @@ def buffer_plan(problems: list) -> tuple[list, list]:
             b = len(sizes)
             sizes.append(need)
         owner.append(b)
-        free += [owner[i] for i in range(k + 1) if last[i] == k]
+        free += [owner[i] for i in done[k]]
     return owner, sizes
 
 
@@ -174,8 +181,7 @@ def torch_chain(problems: list, datas: list, threads: list):
     import torch
 
     xs = [torch.from_numpy(x) for x, _, _ in inputs]
-    source, reads = wiring(problems), last_reads(problems)
-    done = [[i for i, k in enumerate(reads) if k == j] for j in range(len(problems))]
+    source, done = wiring(problems), released(problems)
     uniform = len(set(threads)) == 1
     last = []
 
