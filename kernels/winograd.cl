@@ -11,6 +11,9 @@
 //
 // Layouts (blocked so the GEMM reads two contiguous streams):
 //   U [ALPHA^2][K_PAD / TM][IN_C][TM]   V [ALPHA^2][P_PAD / TN][IN_C][TN]   M [ALPHA^2][K_PAD][P_PAD]
+// V's and M's planes (one per z) lie VZ and MZ floats apart: a plane's size plus 16 floats, so the
+// 36 (or 16) elements one work-item writes or reads across the planes do not share a cache set
+// (planes a multiple of 4 KB apart: 128 channels x 64 tiles x 4 B).
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -102,7 +105,7 @@ __kernel void winograd_input(__global const float *restrict in, __global float *
     _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) bt_1d(d + b, t + b, ALPHA);  // t = B^T d
     _Pragma("unroll") for (int a = 0; a < ALPHA; ++a) bt_1d(t + a * ALPHA, d + a * ALPHA, 1);  // d = t B
     __global VT *dst = (__global VT *)(V + ((p0 / TN) * IN_C + c) * TN + p0 % TN);
-    _Pragma("unroll") for (int i = 0; i < AA; ++i) dst[i * (P_PAD * IN_C / VW)] = d[i];
+    _Pragma("unroll") for (int i = 0; i < AA; ++i) dst[i * (VZ / VW)] = d[i];
 }
 
 // Global size (P_PAD / VW, OUT_C): Y = A^T M A of tiles p0 .. p0 + VW - 1 (one per lane), output
@@ -113,7 +116,7 @@ __kernel void winograd_output(__global const float *restrict M, __global const f
     if (p0 >= P || k >= OUT_C) return;
     VT m[AA], t[TILE * ALPHA], y[TILE * TILE];
     _Pragma("unroll") for (int i = 0; i < AA; ++i)
-        m[i] = *(__global const VT *)(M + (i * K_PAD + k) * P_PAD + p0);
+        m[i] = *(__global const VT *)(M + i * MZ + k * P_PAD + p0);
     _Pragma("unroll") for (int b = 0; b < ALPHA; ++b) at_1d(m + b, t + b, ALPHA, ALPHA);  // t = A^T m
     _Pragma("unroll") for (int a = 0; a < TILE; ++a) at_1d(t + a * ALPHA, y + a * TILE, 1, 1);  // y = t A
     const float b = HAS_BIAS ? bias[k] : 0.0f;
@@ -156,7 +159,7 @@ __kernel void winograd_gemm(__global const float *restrict U, __global const flo
     const int lx = get_local_id(0), ly = get_local_id(1), lid = ly * LX + lx;
     const int zz = min(z, AA - 1);
     __global const float *ug = U + (zz * (K_PAD / TM) + get_group_id(1) * LY) * (IN_C * TM);
-    __global const VT *vg = (__global const VT *)(V + (zz * (P_PAD / TN) + get_group_id(0) * LX) * (IN_C * TN));
+    __global const VT *vg = (__global const VT *)(V + zz * VZ + get_group_id(0) * LX * (IN_C * TN));
     for (int c0 = 0; c0 < IN_C; c0 += TC) {
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int i = lid; i < LY * TC * TM; i += LX * LY) {
@@ -179,13 +182,13 @@ __kernel void winograd_gemm(__global const float *restrict U, __global const flo
 #else
     if (z >= AA) return;
     __global const float *ug = U + (z * (K_PAD / TM) + kb) * (IN_C * TM);
-    __global const VT *vg = (__global const VT *)(V + (z * (P_PAD / TN) + pb) * (IN_C * TN));
+    __global const VT *vg = (__global const VT *)(V + z * VZ + pb * (IN_C * TN));
 #define U_GLOBAL(i) ug[c * TM + (i)]
 #define V_GLOBAL(j) vg[c * (TN / VW) + (j)]
     PRAGMA(unroll UNROLL_C) for (int c = 0; c < IN_C; ++c) RANK1(U_GLOBAL, V_GLOBAL)
 #endif
     _Pragma("unroll") for (int i = 0; i < TM; ++i) {
-        __global VT *dst = (__global VT *)(M + (z * K_PAD + kb * TM + i) * P_PAD + pb * TN);
+        __global VT *dst = (__global VT *)(M + z * MZ + (kb * TM + i) * P_PAD + pb * TN);
         _Pragma("unroll") for (int j = 0; j < TN / VW; ++j) dst[j] = acc[i][j];
     }
 }
