@@ -36,17 +36,19 @@ ORDER_CODES = {"pixels": 0, "channels": 1}
 NAMED = {
     # A CPU: 2 weight vectors of the register's width x 6 pixels = 12 accumulators (+2 weights +1
     # input): 16 ymm registers on AVX2 (float8), zmm on AVX-512 (float16); linear pixel blocks
-    # waste no lanes on narrow outputs.
+    # waste no lanes on narrow outputs. Work-groups of 8 blocks: left to the driver, PoCL (3.0 and
+    # 3.1) makes two groups, or one: the whole (33, 1, 8) grid of a 256-channel 14x14 layer, run by
+    # one of two threads; ResNet-18's 3x3 layers then ran 1.0-1.9x as long (2-core Xeon).
     "direct_cpu": {"BLOCK_K": "2 * device.vector_width", "BLOCK_W": 6, "BLOCK_H": 1,
                    "VEC": "device.vector_width", "WEIGHTS": "packed",
                    "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "linear",
-                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2},
+                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2, "LWS_X": 8},
     # Linear pixel blocks cannot pool in registers: FUSE=2 runs a 2x2 max-pool as its own kernel.
     # direct_pool: 2x2 pixel tiles that can (the winner of most bench_fusion layers on PoCL).
     "direct_pool": {"BLOCK_K": "2 * device.vector_width", "BLOCK_W": 2, "BLOCK_H": 2,
                     "VEC": "device.vector_width", "WEIGHTS": "packed",
                     "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "tile",
-                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 3},
+                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 3, "LWS_X": 8},
     # Mali T860 (Midgard): 128-bit float4 vectors, 8 channels (2 float4) x 4 pixels as TVM's
     # spatial pack blocks them, vloads, mad() (a step that helped in the study), padding moved
     # out as ACL does. Chosen from that guidance: not yet tuned on a board.
