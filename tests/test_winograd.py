@@ -35,6 +35,8 @@ VARIANTS = list(NAMED.values()) + [
     {"TILE": 4, "TM": 8, "TN": 32, "VW": 2, "UNROLL_C": 8, "LWS_IN": 4},
     {"TILE": 2, "TM": 2, "TN": 8, "VW": 4, "LOCAL": 1, "TC": 4, "LWS_X": 2, "LWS_Y": 2},
     {"TILE": 4, "TM": 4, "TN": 4, "VW": 4, "LOCAL": 1, "TC": 16, "LWS_X": 1, "LWS_Y": 4},
+    {"TILE": 2, "TM": 2, "TN": 8, "VW": 8, "LWS_X": 3, "LWS_Y": 2},  # K and the tiles padded to whole groups
+    {"TILE": 4, "TM": 8, "TN": 16, "VW": 16, "LWS_Y": 3, "LWS_Z": 5},
 ]
 
 
