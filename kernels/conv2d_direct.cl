@@ -283,12 +283,29 @@ __kernel void conv2d_direct(__global const float *restrict src, __global const f
 #if PADDING == 2
 // The source plane, SRC_H x SRC_W, holds the input at offset (PAD_H, PAD_W) and
 // zeros elsewhere (the padding, and room for blocks that overhang the output).
-// Global size (SRC_W, SRC_H, BATCH * IN_C).
+// Global size (SRC_W, SRC_H, BATCH * IN_C): one element a work-item (a GPU's coalesced writes).
 __kernel void zero_pad(__global const float *restrict in, __global float *restrict padded) {
     const int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
     if (x >= SRC_W || y >= SRC_H || z >= BATCH * IN_C) return;
     const int iy = y - PAD_H, ix = x - PAD_W;
     const bool inside = (uint)iy < IN_H && (uint)ix < IN_W;
     padded[(z * SRC_H + y) * SRC_W + x] = inside ? in[(z * IN_H + iy) * IN_W + ix] : 0.0f;
+}
+
+// The same plane a row a work-item, global size (SRC_H, BATCH * IN_C): on a CPU each row is one
+// copy loop and two short zero fills, with no per-element bounds test.
+__kernel void zero_pad_rows(__global const float *restrict in, __global float *restrict padded) {
+    const int y = get_global_id(0), z = get_global_id(1);
+    if (y >= SRC_H || z >= BATCH * IN_C) return;
+    __global float *row = padded + (z * SRC_H + y) * SRC_W;
+    const int iy = y - PAD_H;
+    if ((uint)iy >= IN_H) {
+        for (int x = 0; x < SRC_W; ++x) row[x] = 0.0f;
+        return;
+    }
+    __global const float *from = in + (z * IN_H + iy) * IN_W;
+    for (int x = 0; x < PAD_W; ++x) row[x] = 0.0f;
+    for (int x = 0; x < IN_W; ++x) row[PAD_W + x] = from[x];
+    for (int x = PAD_W + IN_W; x < SRC_W; ++x) row[x] = 0.0f;
 }
 #endif

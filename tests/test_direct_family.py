@@ -191,3 +191,37 @@ def test_study_space_has_no_dead_constraint(info):
             for p in (cfg.problem, Problem.from_shapes(**SHAPES[0]), pooled)]
     for name, expr in space.constraints:
         assert any(not expr({**env, **values}) for env in envs for values in space.points()), name
+
+
+
+@pytest.mark.parametrize("values", [dict(PIXELS="tile", BLOCK_W=4, BLOCK_H=4), dict(PIXELS="linear")],
+                         ids=["tile_overhang", "linear"])
+def test_both_zero_pad_kernels_write_the_padded_input(runner, values):
+    # A CPU runs zero_pad_rows, a GPU zero_pad: both must write np.pad of the input, and zeros in the
+    # room an overhanging tile reads (the tile case's source is wider and taller than the padding).
+    import pyopencl as cl
+
+    from cltune.workloads.base import build_options
+    from cltune.workloads.direct import pad_launch
+
+    problem = Problem.from_shapes([2, 3, 9, 11], [4, 3, 3, 3], padding=(1, 2))
+    family = get_family("direct")
+    p = family.resolve({"BLOCK_K": 4, "VEC": 4, "PADDING": "zeropad", **values})
+    src_h, src_w, _, _ = source_dims(problem, p)
+    assert values["PIXELS"] == "linear" or (src_h > 9 + 2 and src_w > 11 + 4)
+    prg = cl.Program(runner.ctx, family.source()).build(options=build_options(family.defines(problem, p)))
+    x = np.random.default_rng(0).random(problem.input_shape, dtype=np.float32)
+    want = np.zeros((2, 3, src_h, src_w), np.float32)
+    want[:, :, 1:10, 2:13] = x
+    mf = cl.mem_flags
+    xb = cl.Buffer(runner.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    used = pad_launch(runner.ctx, [], src_h, src_w, 6)
+    assert used.kernel == "zero_pad_rows" and used.global_size == (src_h, 6)  # PoCL is a CPU
+    for name, grid, local in [("zero_pad", (src_w, src_h, 6), None), (used.kernel, used.global_size, used.local_size)]:
+        out = np.full(want.shape, np.nan, np.float32)
+        ob = cl.Buffer(runner.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out)
+        kernel = cl.Kernel(prg, name)
+        kernel.set_args(xb, ob)
+        cl.enqueue_nd_range_kernel(runner.queue, kernel, grid, local).wait()
+        cl.enqueue_copy(runner.queue, out, ob)
+        np.testing.assert_array_equal(out, want, err_msg=name)
