@@ -292,20 +292,10 @@ __kernel void zero_pad(__global const float *restrict in, __global float *restri
     padded[(z * SRC_H + y) * SRC_W + x] = inside ? in[(z * IN_H + iy) * IN_W + ix] : 0.0f;
 }
 
-// The same plane a row a work-item, global size (SRC_H, BATCH * IN_C): on a CPU each row is one
-// copy loop and two short zero fills, with no per-element bounds test.
+// The same plane a row a work-item (pad.cl), global size (SRC_H, BATCH * IN_C): on a CPU.
 __kernel void zero_pad_rows(__global const float *restrict in, __global float *restrict padded) {
     const int y = get_global_id(0), z = get_global_id(1);
     if (y >= SRC_H || z >= BATCH * IN_C) return;
-    __global float *row = padded + (z * SRC_H + y) * SRC_W;
-    const int iy = y - PAD_H;
-    if ((uint)iy >= IN_H) {
-        for (int x = 0; x < SRC_W; ++x) row[x] = 0.0f;
-        return;
-    }
-    __global const float *from = in + (z * IN_H + iy) * IN_W;
-    for (int x = 0; x < PAD_W; ++x) row[x] = 0.0f;
-    for (int x = 0; x < IN_W; ++x) row[PAD_W + x] = from[x];
-    for (int x = PAD_W + IN_W; x < SRC_W; ++x) row[x] = 0.0f;
+    pad_row(in, padded, y, z, IN_H, IN_W, SRC_H, SRC_W, PAD_H, PAD_W);
 }
 #endif

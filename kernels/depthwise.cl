@@ -201,22 +201,13 @@ __kernel void depthwise(__global const float *restrict in, __global const float 
               HAS_BIAS ? bias[k0 + kk] : 0.0f);
 }
 
-// PAD == 2 only. Global size (IN_PH, BATCH * IN_C): one padded row per work-item, the input with
-// a zero border of PH rows and PW columns in front and enough behind that every tile's window lies
-// inside. Three plain loops (zeros, copy, zeros) that the compiler vectorizes.
+// PAD == 2 only. Global size (IN_PH, BATCH * IN_C): one padded row per work-item (pad.cl), the
+// input with a zero border of PH rows and PW columns in front and enough behind that every tile's
+// window lies inside.
 #if PAD == 2
 __kernel void pad(__global const float *restrict in, __global float *restrict padded) {
     const int y = get_global_id(0), z = get_global_id(1);
     if (y >= IN_PH || z >= BATCH * IN_C) return;
-    __global float *dst = padded + (z * IN_PH + y) * IN_PW;
-    const int iy = y - PH;
-    if (iy < 0 || iy >= IN_H) {
-        for (int x = 0; x < IN_PW; ++x) dst[x] = 0.0f;
-        return;
-    }
-    __global const float *row = in + (z * IN_H + iy) * IN_W;
-    for (int x = 0; x < PW; ++x) dst[x] = 0.0f;
-    for (int x = 0; x < IN_W; ++x) dst[PW + x] = row[x];
-    for (int x = PW + IN_W; x < IN_PW; ++x) dst[x] = 0.0f;
+    pad_row(in, padded, y, z, IN_H, IN_W, IN_PH, IN_PW, PH, PW);
 }
 #endif

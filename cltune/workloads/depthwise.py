@@ -78,7 +78,7 @@ class DepthwiseFamily(Family):
 
 register(DepthwiseFamily(
     name="depthwise",
-    sources=("depthwise.cl",),
+    sources=("pad.cl", "depthwise.cl"),
     params=(
         # VEC=16 crashes PoCL 3.0's LLVM 14 on an AVX2 target ("Do not know how to scalarize this
         # operator's operand"): spaces take device.vector_widths, float16 only on AVX-512.

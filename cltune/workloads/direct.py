@@ -199,7 +199,7 @@ def weight_buffer(ctx, bufs, layout: str, block_k: int, nkb: int):
 
 register(DirectFamily(
     name="direct",
-    sources=("conv2d_direct.cl",),
+    sources=("pad.cl", "conv2d_direct.cl"),
     params=(
         Param("BLOCK_K", None, 8, "output channels per work-item (a multiple of VEC)"),
         Param("BLOCK_W", None, 4, "output pixels per work-item along the width"),
