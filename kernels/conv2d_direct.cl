@@ -25,6 +25,8 @@
 //              weights); 1: over batch x channel blocks (they share input)
 //   UNROLL_RS  0: the compiler decides; 1: #pragma unroll on the filter loops
 //   UNROLL_C   0: the compiler decides; N: #pragma unroll N on the input-channel loop
+//   PREFETCH   0: none; N: each tap prefetches its packed weights N input channels ahead (a
+//              network's weights come from memory, not the caches a tuning loop leaves them in)
 // The fused epilogue (epilogue.cl): the output write adds the bias and applies ACTIVATE(); with
 // POOL == 2 (PIXELS == 0, even BLOCK_H and BLOCK_W) the grid covers the pooled output instead and
 // each work-item max-pools the 2x2 windows of its own tile in registers before writing.
@@ -144,6 +146,11 @@ __attribute__((always_inline)) inline void accumulate(
             UNROLL_RS_PRAGMA
             for (int s = 0; s < FILTER_W; ++s) {
                 floatV w[KV];
+#if PREFETCH && WEIGHTS == 1
+#pragma unroll
+                for (int q = 0; q < BLOCK_K; q += 16)  // a 64-byte line at a time
+                    __builtin_prefetch(wp + W_TAP(min(c + PREFETCH, IN_C - 1), r, s) + q);
+#endif
 #pragma unroll
                 for (int kv = 0; kv < KV; ++kv) w[kv] = WLOAD(wp + W_TAP(c, r, s), kv);
 #pragma unroll

@@ -7,7 +7,8 @@
 // P_PAD, K_PAD (P and OUT_C rounded up so the GEMM needs no bounds checks), HAS_BIAS.
 // Knobs: TILE (2, 4); GEMM register tile TM x TN, TN as TN / VW float vectors of width VW;
 // UNROLL_C (#pragma unroll count of the reduction loop); LOCAL 1: U and V staged in local memory
-// TC channels at a time by work-groups of LX x LY work-items.
+// TC channels at a time by work-groups of LX x LY work-items; PREFETCH N: without LOCAL, the GEMM
+// prefetches U N floats ahead of what it reads (0: none).
 //
 // Layouts (blocked so the GEMM reads two contiguous streams):
 //   U [ALPHA^2][K_PAD / TM][IN_C][TM]   V [ALPHA^2][P_PAD / TN][IN_C][TN]   M [ALPHA^2][K_PAD][P_PAD]
@@ -185,7 +186,14 @@ __kernel void winograd_gemm(__global const float *restrict U, __global const flo
     __global const VT *vg = (__global const VT *)(V + z * VZ + pb * (IN_C * TN));
 #define U_GLOBAL(i) ug[c * TM + (i)]
 #define V_GLOBAL(j) vg[c * (TN / VW) + (j)]
-    PRAGMA(unroll UNROLL_C) for (int c = 0; c < IN_C; ++c) RANK1(U_GLOBAL, V_GLOBAL)
+#if PREFETCH  // U PREFETCH floats ahead, into the next block's stream, never past U's end
+#define U_FLOATS (AA * K_PAD * IN_C)
+    const int u_at = (z * (K_PAD / TM) + kb) * (IN_C * TM);
+#define PF_U __builtin_prefetch(U + min(u_at + c * TM + PREFETCH, U_FLOATS - 1));
+#else
+#define PF_U
+#endif
+    PRAGMA(unroll UNROLL_C) for (int c = 0; c < IN_C; ++c) { PF_U RANK1(U_GLOBAL, V_GLOBAL) }
 #endif
     _Pragma("unroll") for (int i = 0; i < TM; ++i) {
         __global VT *dst = (__global VT *)(M + z * MZ + (kb * TM + i) * P_PAD + pb * TN);

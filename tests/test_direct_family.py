@@ -25,7 +25,7 @@ COMBOS = {
                                  PADDING="split", MATH="mad", UNROLL_RS=0, UNROLL_C=2),
     "vec4_vload_fma_zeropad_tile_order": dict(BLOCK_K=4, BLOCK_W=2, BLOCK_H=2, VEC=4, LOAD="vload",
                                               MATH="fma", PADDING="zeropad", ORDER="channels",
-                                              LWS_X=2, LWS_Y=2),
+                                              LWS_X=2, LWS_Y=2, PREFETCH=2),
     "vec8_linear_split_lws": dict(BLOCK_K=8, BLOCK_W=3, VEC=8, PIXELS="linear", PADDING="split",
                                   UNROLL_RS=0, UNROLL_C=4, LWS_X=2, LWS_Y=1, LWS_Z=2),
     "vec16_linear_check": dict(BLOCK_K=16, BLOCK_W=1, VEC=16, PIXELS="linear", PADDING="check",
@@ -34,7 +34,7 @@ COMBOS = {
                                      PIXELS="linear", PADDING="zeropad", LWS_X=4),
     # AVX-512's register: 3 float16 weight vectors x a 2x2 tile, packed, split interior/border
     "vec16_tile_split_packed": dict(BLOCK_K=48, BLOCK_W=2, BLOCK_H=2, VEC=16, PADDING="split",
-                                    LOAD="vload"),
+                                    LOAD="vload", PREFETCH=5),  # prefetching past the last channel
 }
 
 

@@ -29,10 +29,11 @@ def winograd_shapes(count, seed=5):
 SHAPES = winograd_shapes(6)
 # Every TILE with GEMM tiles that do and do not divide K and the tile count, scalar and vector
 # columns, the local-memory GEMM with a channel stage longer than some C; the input transform's
-# work-group of 16 (the default), 4 and the driver's (the Mali built-in) channels, none dividing C.
+# work-group of 16 (the default), 4 and the driver's (the Mali built-in) channels, none dividing C;
+# the GEMM's prefetch of U (the CPU built-ins' and two more).
 VARIANTS = list(NAMED.values()) + [
-    {"TILE": 2, "TM": 1, "TN": 4, "VW": 1, "UNROLL_C": 1},
-    {"TILE": 4, "TM": 8, "TN": 32, "VW": 2, "UNROLL_C": 8, "LWS_IN": 4},
+    {"TILE": 2, "TM": 1, "TN": 4, "VW": 1, "UNROLL_C": 1, "PREFETCH": 3},
+    {"TILE": 4, "TM": 8, "TN": 32, "VW": 2, "UNROLL_C": 8, "LWS_IN": 4, "PREFETCH": 1 << 20},  # past U's end
     {"TILE": 2, "TM": 2, "TN": 8, "VW": 4, "LOCAL": 1, "TC": 4, "LWS_X": 2, "LWS_Y": 2},
     {"TILE": 4, "TM": 4, "TN": 4, "VW": 4, "LOCAL": 1, "TC": 16, "LWS_X": 1, "LWS_Y": 4},
     {"TILE": 2, "TM": 2, "TN": 8, "VW": 8, "LWS_X": 3, "LWS_Y": 2},  # K and the tiles padded to whole groups

@@ -16,6 +16,7 @@ NAMES = {
     "device.max_work_group_size": "CL_DEVICE_MAX_WORK_GROUP_SIZE",
     "device.local_sizes": "0 (the driver chooses) and the powers of two 2..16 whose square fits a work-group",
     "device.inline_vload": "0 on PoCL before 3.1 (vloadN is a call there), else 1",
+    "device.cpu": "1 on a CPU device (CL_DEVICE_TYPE_CPU), else 0",
 }
 
 

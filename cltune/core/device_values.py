@@ -79,6 +79,7 @@ def values(info) -> dict:
         "device.max_work_group_size": int(info.max_work_group_size),
         "device.local_sizes": local,
         "device.inline_vload": inline_vload(info),
+        "device.cpu": int("cpu" in str(info.type).lower()),
     }
 
 

@@ -29,13 +29,20 @@ AT = {
     4: np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
                  [0, 1, -1, 8, -8, 1]], float),
 }
+# U prefetched this many floats (4 KB) ahead by the GEMM on a CPU (the knob PREFETCH): in ResNet-18's
+# network (2-core Xeon, AVX-512, PoCL 3.1) the 256-channel 14x14 layers ran 0.79-0.87 ms a call
+# without and 0.51-0.56 with it, the 128-channel ones 0.51-0.54 and 0.44-0.47 (docs/networks.md).
+PREFETCH_FLOATS = "1024 * device.cpu"
+
 NAMED = {
     # CPU: 16 tiles per work-item in vectors of the device's register width (AVX2: 2 x float8,
     # AVX-512: one float16). The GEMM in work-groups of one work-item: left to the driver, PoCL makes
     # two groups of the grid, one a thread, and a 2-core Xeon ran the GEMM of 256 channels at 14x14
     # (F(4x4)) in 474-488 us against 380 (64 channels at 56x56: 273-280 against 286-289).
-    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4, "LWS_Y": 1},
-    "winograd4x4": {"TILE": 4, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4, "LWS_Y": 1},
+    "winograd2x2": {"TILE": 2, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4, "LWS_Y": 1,
+                    "PREFETCH": PREFETCH_FLOATS},
+    "winograd4x4": {"TILE": 4, "TM": 4, "TN": 16, "VW": "device.vector_width", "UNROLL_C": 4, "LWS_Y": 1,
+                    "PREFETCH": PREFETCH_FLOATS},
     "winograd4x4_mali": {"TILE": 4, "TM": 4, "TN": 4, "VW": 4, "UNROLL_C": 2, "LWS_IN": 0},
 }
 PLANE_PAD = 16  # floats between V's (and M's) planes past their size: see kernels/winograd.cl
@@ -140,7 +147,7 @@ class WinogradFamily(Family):
         out = dict(BATCH=pr.batch, IN_C=pr.in_c, IN_H=pr.in_h, IN_W=pr.in_w, OUT_C=pr.out_c,
                    OUT_H=pr.out_h, OUT_W=pr.out_w, PH=pr.pad_h, PW=pr.pad_w, HAS_BIAS=int(pr.bias))
         out.update(sizes(pr, p))
-        out.update({name: p[name] for name in ("TILE", "TM", "TN", "VW", "UNROLL_C", "LOCAL", "TC")})
+        out.update({name: p[name] for name in ("TILE", "TM", "TN", "VW", "UNROLL_C", "LOCAL", "TC", "PREFETCH")})
         return out
 
     def launches(self, ctx, queue, problem, p, bufs):
@@ -170,6 +177,7 @@ register(WinogradFamily(
         Param("VW", (1, 2, 4, 8, 16), 4,
               "vector width along the tiles: GEMM columns, and tiles per transform work-item (divides TN)"),
         Param("UNROLL_C", (1, 2, 4, 8), 1, "#pragma unroll count of the GEMM's channel loop"),
+        Param("PREFETCH", None, 0, "N: the GEMM prefetches U N floats ahead; 0: none"),
         Param("LOCAL", (0, 1), 0, "1: U and V staged in local memory, TC channels at a time"),
         Param("TC", (4, 8, 16, 32), 8, "channels per local-memory stage (LOCAL=1)"),
         Param("LWS_IN", (0, 4, 16), 16,
