@@ -26,7 +26,7 @@
 //   UNROLL_RS  0: the compiler decides; 1: #pragma unroll on the filter loops
 //   UNROLL_C   0: the compiler decides; N: #pragma unroll N on the input-channel loop
 //   PREFETCH   0: none; N: each tap prefetches its packed weights N input channels ahead (a
-//              network's weights come from memory, not the caches a tuning loop leaves them in)
+//              network's weights come from memory; hot, the extra instructions cost)
 // The fused epilogue (epilogue.cl): the output write adds the bias and applies ACTIVATE(); with
 // POOL == 2 (PIXELS == 0, even BLOCK_H and BLOCK_W) the grid covers the pooled output instead and
 // each work-item max-pools the 2x2 windows of its own tile in registers before writing.

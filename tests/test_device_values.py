@@ -218,11 +218,11 @@ def test_the_depthwise_cpu_builtin_loads_vectors_where_pocl_inlines_vload():
 
 
 def test_weight_prefetch_is_on_for_a_cpu_only():
-    """Guards the prefetch of the direct and Winograd CPU built-ins (a network reads its weights from
-    memory): on where the device is a CPU, 0 (no prefetch compiled) on a GPU."""
+    """Guards the prefetch of the Winograd built-ins' GEMM (a network reads its weights from memory):
+    on where the device is a CPU, 0 (no prefetch compiled) on a GPU."""
     assert [device_values.values(i)["device.cpu"] for i in (POCL_AVX512, POCL_AVX2, MALI_T860)] == [1, 1, 0]
     built = builtin_settings()
-    for name, on in (("direct_cpu", 16), ("winograd4x4", 1024), ("winograd2x2", 1024)):
+    for name, on in (("winograd4x4", 1024), ("winograd2x2", 1024)):
         family, params = built[name]
         got = [bind.bind_setting(Setting.make(name, family, params), i).values["PREFETCH"]
                for i in (POCL_AVX512, MALI_T860)]

@@ -33,12 +33,6 @@ PADDING_CODES = {"check": 0, "split": 1, "zeropad": 2}
 PIXEL_CODES = {"tile": 0, "linear": 1}
 ORDER_CODES = {"pixels": 0, "channels": 1}
 
-# Packed weights prefetched this many input channels ahead on a CPU (the knob PREFETCH). Inside a
-# network the weights come from memory, not from the caches a tuning loop leaves them in: ResNet-18
-# on a 2-core Xeon (AVX-512, PoCL 3.1), its 512-channel 7x7 layers ran 1.22-1.24 ms a call in the
-# network without and 1.10-1.15 with 16 (hot, alone: 0.75-0.80 either way; docs/networks.md).
-PREFETCH_CHANNELS = "16 * device.cpu"
-
 NAMED = {
     # A CPU: 2 weight vectors of the register's width x 6 pixels = 12 accumulators (+2 weights +1
     # input): 16 ymm registers on AVX2 (float8), zmm on AVX-512 (float16); linear pixel blocks
@@ -48,15 +42,13 @@ NAMED = {
     "direct_cpu": {"BLOCK_K": "2 * device.vector_width", "BLOCK_W": 6, "BLOCK_H": 1,
                    "VEC": "device.vector_width", "WEIGHTS": "packed",
                    "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "linear",
-                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2, "LWS_X": 8,
-                   "PREFETCH": PREFETCH_CHANNELS},
+                   "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 2, "LWS_X": 8},
     # Linear pixel blocks cannot pool in registers: FUSE=2 runs a 2x2 max-pool as its own kernel.
     # direct_pool: 2x2 pixel tiles that can (the winner of most bench_fusion layers on PoCL).
     "direct_pool": {"BLOCK_K": "2 * device.vector_width", "BLOCK_W": 2, "BLOCK_H": 2,
                     "VEC": "device.vector_width", "WEIGHTS": "packed",
                     "LOAD": "ptr", "MATH": "plain", "PADDING": "zeropad", "PIXELS": "tile",
-                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 3, "LWS_X": 8,
-                    "PREFETCH": PREFETCH_CHANNELS},
+                    "ORDER": "pixels", "UNROLL_RS": 1, "UNROLL_C": 0, "FUSE": 3, "LWS_X": 8},
     # Mali T860 (Midgard): 128-bit float4 vectors, 8 channels (2 float4) x 4 pixels as TVM's
     # spatial pack blocks them, vloads, mad() (a step that helped in the study), padding moved
     # out as ACL does. Chosen from that guidance: not yet tuned on a board.
@@ -228,7 +220,10 @@ register(DirectFamily(
         Param("UNROLL_RS", (0, 1), 1, "1: #pragma unroll on the filter loops; 0: compiler decides"),
         Param("UNROLL_C", (0, 1, 2, 4, 8, 16), 0,
               "N: #pragma unroll N on the input-channel loop; 0: the compiler decides"),
-        Param("PREFETCH", None, 0, "N: prefetch packed weights N input channels ahead; 0: none"),
+        Param("PREFETCH", None, 0,
+              "N: each tap prefetches its packed weights N input channels ahead; 0: none. Off in the "
+              "built-ins: on ResNet-18's 512-channel layers (2-core Xeon, PoCL 3.1) 16 ran 0.91-0.94x "
+              "as long inside the network but 1.04-1.09x hot (AVX2 code 1.25-1.30x)"),
     ),
     named=NAMED,
     fusable=("bias", "act", "pool"),
