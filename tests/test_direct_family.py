@@ -105,6 +105,7 @@ PROBLEM = Problem.from_shapes(**SHAPES[0])
     (dict(PIXELS="linear", BLOCK_H=2), "BLOCK_H must be 1"),
     (dict(LOAD="vload", WEIGHTS="kcrs"), "gathers"),
     (dict(LOAD="vload", VEC=1, BLOCK_K=4), "no vload1"),
+    (dict(PREFETCH=16, WEIGHTS="kcrs"), "packed weights"),
 ])
 def test_check_rejects_invalid_combinations(params, words):
     family = get_family("direct")

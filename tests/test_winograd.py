@@ -106,6 +106,8 @@ def test_real_flops_count_the_transforms_and_beat_the_direct_count_on_the_study_
     ({}, dict(input_shape=(1, 2, 8, 8), weight_shape=(2, 1, 3, 3), groups=2), "groups=1"),
     ({"TN": 4, "VW": 8}, dict(input_shape=(1, 2, 8, 8), weight_shape=(2, 2, 3, 3)), "multiple of VW"),
     ({"LOCAL": 1}, dict(input_shape=(1, 2, 8, 8), weight_shape=(2, 2, 3, 3)), "LOCAL=1 needs"),
+    ({"LOCAL": 1, "LWS_X": 2, "LWS_Y": 2, "PREFETCH": 64}, dict(input_shape=(1, 2, 8, 8), weight_shape=(2, 2, 3, 3)),
+     "without LOCAL"),
 ])
 def test_settings_that_cannot_run_are_invalid_not_built(runner, params, shape, message):
     m = runner.measure(Problem.from_shapes(**shape), Setting.make("x", "winograd", params), QUICK)

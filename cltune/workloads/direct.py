@@ -101,6 +101,8 @@ class DirectFamily(Family):
             return f"PIXELS=linear blocks BLOCK_W pixels along a row-major line: BLOCK_H must be 1, got {bh}"
         if p["LOAD"] == "vload" and p["WEIGHTS"] != "packed":
             return "LOAD=vload reads packed weight vectors; WEIGHTS=kcrs gathers lanes one by one"
+        if p["PREFETCH"] and p["WEIGHTS"] != "packed":
+            return "PREFETCH prefetches packed weights; WEIGHTS=kcrs gathers lanes one by one"
         if p["LOAD"] == "vload" and vec == 1:
             return "LOAD=vload needs VEC >= 2 (OpenCL has no vload1)"
         return self._check_pool(problem, p) or self._check_sizes(problem, p)

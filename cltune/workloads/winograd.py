@@ -113,6 +113,8 @@ class WinogradFamily(Family):
             return f"TN={p['TN']} must be a multiple of VW={p['VW']}"
         if p["LOCAL"] and not (p["LWS_X"] and p["LWS_Y"] and p["LWS_Z"] <= 1):
             return "LOCAL=1 needs a work-group LWS_X x LWS_Y x 1 (LWS_X, LWS_Y > 0)"
+        if p["LOCAL"] and p["PREFETCH"]:
+            return "PREFETCH prefetches U for the GEMM without LOCAL; LOCAL=1 stages U in local memory"
         return None
 
     def tolerance(self, problem, p, rtol, atol):
