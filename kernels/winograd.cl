@@ -182,14 +182,13 @@ __kernel void winograd_gemm(__global const float *restrict U, __global const flo
     if (z >= AA) return;
 #else
     if (z >= AA) return;
-    __global const float *ug = U + (z * (K_PAD / TM) + kb) * (IN_C * TM);
+    const int u_at = (z * (K_PAD / TM) + kb) * (IN_C * TM);
+    __global const float *ug = U + u_at;
     __global const VT *vg = (__global const VT *)(V + z * VZ + pb * (IN_C * TN));
 #define U_GLOBAL(i) ug[c * TM + (i)]
 #define V_GLOBAL(j) vg[c * (TN / VW) + (j)]
 #if PREFETCH  // U PREFETCH floats ahead, into the next block's stream, never past U's end
-#define U_FLOATS (AA * K_PAD * IN_C)
-    const int u_at = (z * (K_PAD / TM) + kb) * (IN_C * TM);
-#define PF_U __builtin_prefetch(U + min(u_at + c * TM + PREFETCH, U_FLOATS - 1));
+#define PF_U __builtin_prefetch(U + min(u_at + c * TM + PREFETCH, AA * K_PAD * IN_C - 1));
 #else
 #define PF_U
 #endif
