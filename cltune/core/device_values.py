@@ -32,11 +32,16 @@ def _target_text(info) -> str:
     return " ".join(str(getattr(info, k, "") or "") for k in ("name", "version", "target")).lower()
 
 
+def is_cpu(info) -> bool:
+    """The device is a CPU (its DeviceInfo's type names CL_DEVICE_TYPE_CPU)."""
+    return "cpu" in str(info.type).lower()
+
+
 def register_bits(info) -> int:
     """Width of the vector registers the device's compiler targets. PoCL reports a preferred float
     width of 16 for every x86 target, AVX2 ones included, so its target CPU name decides there."""
     text = _target_text(info)
-    if "cpu" in str(info.type).lower():
+    if is_cpu(info):
         if any(n in text for n in AVX512_CPUS):
             return 512
         if any(n in text for n in AVX_CPUS):
@@ -51,7 +56,7 @@ def register_bits(info) -> int:
 def vector_registers(info) -> int:
     """Vector registers a work-item's register tile may use: x86 has 32 with AVX-512 and 16 otherwise;
     a Midgard thread keeps 16 (more halves the threads a core runs); other devices: 16."""
-    return 32 if "cpu" in str(info.type).lower() and register_bits(info) == 512 else 16
+    return 32 if is_cpu(info) and register_bits(info) == 512 else 16
 
 
 def inline_vload(info) -> int:
@@ -79,7 +84,7 @@ def values(info) -> dict:
         "device.max_work_group_size": int(info.max_work_group_size),
         "device.local_sizes": local,
         "device.inline_vload": inline_vload(info),
-        "device.cpu": int("cpu" in str(info.type).lower()),
+        "device.cpu": int(is_cpu(info)),
     }
 
 
