@@ -180,16 +180,39 @@ MODEL_GUESS = True
 DRAWN_POOL = 200  # points drawn from a space too large to list: the points a learning strategy knows
 
 
+class Pool:
+    """A learning strategy's points and their Encoding: given, or drawn from `draws` (valid settings),
+    `first` at once and the rest up to `limit` on `grow()`."""
+
+    def __init__(self, params, settings: list, draws=None, first: int = 0, limit: int = 0):
+        self.params, self.draws, self.limit = params, draws, limit
+        self.settings = settings if draws is None else list(itertools.islice(draws, first))
+        self.enc = _encoding(params, self.settings)
+
+    def grow(self) -> list[int]:
+        """Draw the rest of the pool (once); the indices of the new points."""
+        if self.draws is None or len(self.settings) >= self.limit:
+            return []
+        n = len(self.settings)
+        self.settings += itertools.islice(self.draws, self.limit - n)  # in place: callers hold the list
+        self.enc = _encoding(self.params, self.settings)
+        return list(range(n, len(self.settings)))
+
+
+def _encoding(params, settings: list):
+    from .surrogate import Encoding  # numpy only for the learning strategies
+
+    return Encoding(params, [s.values for s in settings])
+
+
 def _start(search: Search, rng: _random.Random, first: int):
-    """A learning strategy's pool (surrogate.Pool: the valid settings, or of a space too large to
+    """A learning strategy's pool (a Pool: the valid settings, or of a space too large to
     list, points drawn at random, `first` at once and up to DRAWN_POOL later), the costs of the
     points already measured (resumed), and the others in seeded random order."""
-    from . import surrogate as sg
-
     if search.space.countable:
-        drawn = sg.Pool(search.space.params, search.valid_settings())
+        drawn = Pool(search.space.params, search.valid_settings())
     else:
-        drawn = sg.Pool(search.space.params, [], _drawn(search, rng), first, DRAWN_POOL)
+        drawn = Pool(search.space.params, [], _drawn(search, rng), first, DRAWN_POOL)
     cost = {i: search.evaluate(s, ()) for i, s in enumerate(drawn.settings) if search.measured(s)}
     order = [i for i in range(len(drawn.settings)) if i not in cost]
     rng.shuffle(order)

@@ -3,7 +3,9 @@
 A point is each knob's position in its value list. Two points' covariance falls with the knobs they differ
 in (a weight per knob: 32 and 48 work-items are different programs on a GPU, not neighbours) and with their
 distance along each knob's list (a second weight per knob: 2 and 4 items per thread are closer than 2 and
-16). Both weights are fitted to the points measured so far by the marginal likelihood, a knob at a time
+16); a knob of whole numbers, some powers of two and some not, adds a third distance, 0 between two powers
+of two (a block width of 48 runs 30-100x slower than 32 or 64 on the hub's AMD convolutions). The weights
+are fitted to the points measured so far by the marginal likelihood, a knob at a time
 over a short grid. The GP models the log of a point's time; a second GP over 0/1 labels estimates where
 points fail (build, launch, wrong answer), so that proposals steer clear of their likes.
 
@@ -13,7 +15,6 @@ recorded hub spaces it beat tree ensembles (benchmarks/search_efficiency.py, doc
 """
 from __future__ import annotations
 
-import itertools
 import math
 from statistics import NormalDist
 
@@ -25,8 +26,9 @@ _NORMAL = NormalDist()
 
 
 class Encoding:
-    """The points of a listed space as value positions (n x d), one-hot rows and list positions scaled to
-    [0, 1]. Knobs with one value are left out. `neighbours(i)`: the points that differ from i in one knob."""
+    """The points of a listed space as value positions (n x d), one-hot rows, and `ordinal`: list
+    positions scaled to [0, 1], then a 0/1 power-of-two column for each knob in `twos` (its column's knob).
+    Knobs with one value are left out. `neighbours(i)`: the points that differ from i in one knob."""
 
     def __init__(self, params, points: list[dict]):
         knobs = [(name, list(values)) for name, values in params if len(values) > 1]
@@ -40,7 +42,10 @@ class Encoding:
         self.onehot = np.zeros((n, int(self.card.sum())))
         for j in range(d):
             self.onehot[np.arange(n), self.offsets[j] + self.index[:, j]] = 1.0
-        self.ordinal = self.index / np.maximum(self.card - 1, 1)
+        flags = [_powers_of_two(values) for _, values in knobs]
+        self.twos = [j for j, f in enumerate(flags) if f is not None]
+        self.ordinal = np.column_stack([self.index / np.maximum(self.card - 1, 1)]
+                                       + [flags[j][self.index[:, j]] for j in self.twos])
         self._rows = {tuple(r): i for i, r in enumerate(self.index.tolist())}
 
     @property
@@ -58,6 +63,15 @@ class Encoding:
                     out.append(k)
             row[j] = keep
         return out
+
+
+def _powers_of_two(values) -> np.ndarray | None:
+    """1.0 for each value that is a power of two, 0.0 for the others; None unless the values are
+    positive ints of both kinds."""
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in values):
+        return None
+    flags = np.array([float(x & (x - 1) == 0) for x in values])
+    return flags if 0 < flags.sum() < len(flags) else None
 
 
 def _hashable(v):
@@ -139,8 +153,10 @@ def failure_share(enc: Encoding, ok, bad, cand, w, v, cols: Columns | None = Non
 
 
 def initial_weights(enc: Encoding) -> tuple:
-    """(w, v) of the time GP and (wf, vf) of the failure GP before any fit."""
-    return (np.full(enc.dims, 0.3),) * 4
+    """(w, v) of the time GP and (wf, vf) of the failure GP before any fit: w a weight per knob, v one
+    per column of `enc.ordinal`."""
+    w, v = np.full(enc.dims, 0.3), np.full(enc.ordinal.shape[1], 0.3)
+    return w, v, w, v
 
 
 def refit(enc: Encoding, ok, bad, y, weights) -> tuple:
@@ -164,13 +180,16 @@ def neg_log_likelihood(enc: Encoding, idx, y, w, v) -> float:
 
 
 def fit_weights(enc: Encoding, idx, y, w, v):
-    """One pass of coordinate search over GRID for each knob's two weights, from (w, v)."""
+    """One pass of coordinate search over GRID for each knob's weights, from (w, v): the v of its
+    power-of-two column if it has one (first: where powers of two are what matters, the fit keeps w
+    low and what was learned of one power of two carries to the others), its w, its position's v."""
     best = neg_log_likelihood(enc, idx, y, w, v)
+    extra = {j: enc.dims + k for k, j in enumerate(enc.twos)}
     for j in range(enc.dims):
-        for which in (0, 1):
+        for which, col in ([(1, extra[j])] if j in extra else []) + [(0, j), (1, j)]:
             for g in GRID:
                 w2, v2 = w.copy(), v.copy()
-                (w2 if which == 0 else v2)[j] = g
+                (w2 if which == 0 else v2)[col] = g
                 score = neg_log_likelihood(enc, idx, y, w2, v2)
                 if score < best:
                     best, w, v = score, w2, v2
@@ -190,25 +209,6 @@ def _erf(x):
     t = 1.0 / (1.0 + 0.3275911 * x)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
     return s * (1.0 - poly * np.exp(-x * x))
-
-
-class Pool:
-    """A learning strategy's points and their Encoding: given, or drawn from `draws` (valid settings),
-    `first` at once and the rest up to `limit` on `grow()`."""
-
-    def __init__(self, params, settings: list, draws=None, first: int = 0, limit: int = 0):
-        self.params, self.draws, self.limit = params, draws, limit
-        self.settings = settings if draws is None else list(itertools.islice(draws, first))
-        self.enc = Encoding(params, [s.values for s in self.settings])
-
-    def grow(self) -> list[int]:
-        """Draw the rest of the pool (once); the indices of the new points."""
-        if self.draws is None or len(self.settings) >= self.limit:
-            return []
-        n = len(self.settings)
-        self.settings += itertools.islice(self.draws, self.limit - n)  # in place: callers hold the list
-        self.enc = Encoding(self.params, [s.values for s in self.settings])
-        return list(range(n, len(self.settings)))
 
 
 def propose(enc, ok, bad, y, weights, near, left, rng, limit, width, cols=(None, None), far=None) -> list[int]:
