@@ -1,5 +1,5 @@
 """The `model` strategy's power-of-two column (issue 45): on the hub's AMD convolution spaces every
-`block_size_x` that is not a power of two runs 30-100x slower, and a GP that sees each value on its own
+`block_size_x` that is not a power of two runs 25-110x slower, and a GP that sees each value on its own
 has to measure them one by one. A knob of whole numbers that mixes powers of two with other values
 gets a 0/1 column with its own fitted weight, so that what 32 taught the model carries to 64."""
 

@@ -4,9 +4,9 @@ A point is each knob's position in its value list. Two points' covariance falls 
 in (a weight per knob: 32 and 48 work-items are different programs on a GPU, not neighbours) and with their
 distance along each knob's list (a second weight per knob: 2 and 4 items per thread are closer than 2 and
 16); a knob of whole numbers, some powers of two and some not, adds a third distance, 0 between two powers
-of two (a block width of 48 runs 30-100x slower than 32 or 64 on the hub's AMD convolutions). The weights
-are fitted to the points measured so far by the marginal likelihood, a knob at a time
-over a short grid. The GP models the log of a point's time; a second GP over 0/1 labels estimates where
+of two (a block width of 48 runs 25-110x slower than 32 or 64 on the hub's AMD convolutions). The weights
+are fitted to the points measured so far by the marginal likelihood, a knob at a time over a short grid.
+The GP models the log of a point's time; a second GP over 0/1 labels estimates where
 points fail (build, launch, wrong answer), so that proposals steer clear of their likes.
 
 Chosen over optuna's samplers, scikit-learn or xgboost because a GP's uncertainty is what expected
@@ -27,8 +27,8 @@ _NORMAL = NormalDist()
 
 class Encoding:
     """The points of a listed space as value positions (n x d), one-hot rows, and `ordinal`: list
-    positions scaled to [0, 1], then a 0/1 power-of-two column for each knob in `twos` (its column's knob).
-    Knobs with one value are left out. `neighbours(i)`: the points that differ from i in one knob."""
+    positions scaled to [0, 1], then a 0/1 power-of-two column for each knob listed in `twos`, in that
+    order. Knobs with one value are left out. `neighbours(i)`: the points that differ from i in one knob."""
 
     def __init__(self, params, points: list[dict]):
         knobs = [(name, list(values)) for name, values in params if len(values) > 1]
