@@ -61,6 +61,16 @@ def test_replay_prints_the_worst_seed_and_the_peers_best(tmp_path):
     assert "0.600 genetic_algo" in last and "0.700 random_sampl" in last
 
 
+def test_replay_refuses_a_peers_file_without_scores_before_replaying(tmp_path):
+    space = tmp_path / "space.json"
+    space.write_text("not read: the peers file is checked first")
+    peers = tmp_path / "kt.txt"
+    peers.write_text("random_sample        cannot run: no\n")
+    res = CliRunner().invoke(main, ["replay", str(space), "--peers", str(peers)])
+    assert res.exit_code == 2
+    assert res.output.count("\n") == 1 and "kt.txt: no scores in it" in res.output, res.output
+
+
 def test_replay_first_seed_runs_the_held_out_seeds(tmp_path):
     """Guards against a replay that can only score seeds 0..N-1, the seeds every change so far was
     designed on: `--first-seed 20` replays seeds 20..39, and seed 20 is the same run either way."""

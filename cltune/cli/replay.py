@@ -33,6 +33,7 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers):
     import csv
     from pathlib import Path
 
+    from ..core.errors import UserError
     from ..loader.config import SEARCH_STRATEGY
     from ..results.guard import check_output
     from ..results.recorded import load
@@ -40,13 +41,16 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers):
 
     if out:
         check_output(out, [space])
+    scores = read_peers(Path(peers).read_text(errors="replace")) if peers else None
+    if peers and not scores:
+        raise UserError(f"--peers {peers}: no scores in it; expected kt_sim.py's lines, "
+                        "e.g. 'dual_annealing  B=25: 0.710  B=50: 0.717'")
     recorded = load(space)
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
     traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed)
     longest = max(len(t.times) for t in traces)
     budgets = [b for b in BUDGETS if b < longest] + [longest]
-    scores = read_peers(Path(peers).read_text()) if peers else None
     click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets, scores))
     if out:
         rows = rows_of(traces)
