@@ -5,9 +5,9 @@ in (a weight per knob: 32 and 48 work-items are different programs on a GPU, not
 distance along each knob's list (a second weight per knob: 2 and 4 items per thread are closer than 2 and
 16); a knob of whole numbers, some powers of two and some not, adds a third distance, 0 between two powers
 of two (a block width of 48 runs 25-110x slower than 32 or 64 on the hub's AMD convolutions). The weights
-are fitted to the points measured so far by the marginal likelihood, a knob at a time over a short grid.
-The GP models the log of a point's time; a second GP over 0/1 labels estimates where
-points fail (build, launch, wrong answer), so that proposals steer clear of their likes.
+are fitted to the points measured so far by the marginal likelihood, a knob at a time over a short grid. The
+GP models the log of a point's time; a second GP over 0/1 labels estimates where points fail (build, launch,
+wrong answer), so that proposals steer clear of their likes.
 
 Chosen over optuna's samplers, scikit-learn or xgboost because a GP's uncertainty is what expected
 improvement needs, a few hundred observations fit in milliseconds without a new dependency, and on the
@@ -33,6 +33,7 @@ class Encoding:
     def __init__(self, params, points: list[dict]):
         knobs = [(name, list(values)) for name, values in params if len(values) > 1]
         self.names = [n for n, _ in knobs]
+        self.dims = len(self.names)
         self.card = np.array([len(v) for _, v in knobs], dtype=int)
         where = [{_hashable(v): i for i, v in enumerate(values)} for _, values in knobs]
         self.index = np.array([[where[j][_hashable(p[n])] for j, n in enumerate(self.names)] for p in points],
@@ -47,10 +48,6 @@ class Encoding:
         self.ordinal = np.column_stack([self.index / np.maximum(self.card - 1, 1)]
                                        + [flags[j][self.index[:, j]] for j in self.twos])
         self._rows = {tuple(r): i for i, r in enumerate(self.index.tolist())}
-
-    @property
-    def dims(self) -> int:
-        return len(self.names)
 
     def neighbours(self, i: int) -> list[int]:
         row, out = self.index[i].tolist(), []
@@ -87,13 +84,11 @@ def gram(enc: Encoding, a, b, w, v) -> np.ndarray:
 
 
 class Columns:
-    """Covariances of every point of an Encoding with the measured ones, for one weight pair, each measured
-    point's column computed once: a proposal scores thousands of candidates by reading rows (9 s of a
-    200-point replay when computed anew)."""
+    """Covariances of every point of an Encoding with the measured ones, for one weight pair, each measured point's
+    column computed once: a proposal scores thousands of candidates by reading rows (9 s of a 200-point replay)."""
 
     def __init__(self, enc: Encoding, w, v):
-        self.enc, self.w, self.v, self.cols = enc, w, v, {}
-        self.every = np.arange(len(enc.index))
+        self.enc, self.w, self.v, self.cols, self.every = enc, w, v, {}, np.arange(len(enc.index))
 
     def of(self, idx) -> np.ndarray:
         new = [i for i in dict.fromkeys(int(i) for i in idx) if i not in self.cols]
@@ -140,14 +135,9 @@ def standardized_log(times) -> np.ndarray:
     return (y - y.mean()) / (y.std() + 1e-9)
 
 
-def _failed(ok, bad) -> np.ndarray:
-    """The measured points' 0/1 labels (1: failed), in the order ok + bad."""
-    return np.r_[np.zeros(len(ok)), np.ones(len(bad))]
-
-
 def failure_share(enc: Encoding, ok, bad, cand, w, v, cols: Columns | None = None) -> np.ndarray:
     """Each candidate's chance of failing: a GP's mean over the measured 0/1 labels, clipped to [0, 1]."""
-    labels = _failed(ok, bad)
+    labels = np.r_[np.zeros(len(ok)), np.ones(len(bad))]  # 1: failed
     mu, _ = GP(enc, list(ok) + list(bad), labels - labels.mean(), w, v, cols).predict(cand)
     return np.clip(mu + labels.mean(), 0.0, 1.0)
 
@@ -164,7 +154,7 @@ def refit(enc: Encoding, ok, bad, y, weights) -> tuple:
     w, v, wf, vf = weights
     w, v = fit_weights(enc, ok, y, w, v)
     if bad:
-        labels = _failed(ok, bad)
+        labels = np.r_[np.zeros(len(ok)), np.ones(len(bad))]
         wf, vf = fit_weights(enc, list(ok) + list(bad), labels - labels.mean(), wf, vf)
     return w, v, wf, vf
 
@@ -243,18 +233,28 @@ def stalled(times: list) -> bool:
     return bool(ok) and min(t for t in times if t is not None) > min(ok) * (1.0 - gain)
 
 
+def flipped(enc: Encoding, ok: list, cost: dict, best: int, turn: int) -> int:
+    """The fastest of `ok` whose value of a two-valued knob (the `turn`th, cyclically) is not the best's, else
+    best. On the hub's convolutions the optimum's `use_shmem`, `use_padding` and `read_only` are the values whose
+    points have the lower median (A6000: 0.24 against 0.38 of the optimum) and the higher best (1.00, 0.78)."""
+    two = [j for j in range(enc.dims) if enc.card[j] == 2]
+    other = [i for i in ok if two and enc.index[i, two[turn % len(two)]] != enc.index[best, two[turn % len(two)]]]
+    return min(other, key=cost.get) if other else best
+
+
 MODEL_INIT = 10  # points measured (any way) before the model proposes
 STALL = (12, 0.02)  # a search stalled by this (stalled()) proposes far from its best (docs/tuning.md)
+FLIP = 4  # once stalled(), every FLIP-th proposal is a local step around a flipped() centre
 MODEL_REFIT = 8  # observations between refits of the knob weights
 MODEL_POOL = 4096  # candidates scored at a time: of more, a fresh random draw
 
 
 class Proposer:
-    """The `model` strategy's decisions, for a caller that owns the loop (the strategy, or a network task
-    pulling one point at a time): told the costs so far (index into the Encoding -> cost, None: failed, in
-    measured order) and the unmeasured indices, it proposes the next `width`, or None while too few are
-    measured for a model (the caller takes its own). Every other proposal is among the best point's
-    one-knob neighbours; the others, once stalled(), among points far from it."""
+    """The `model` strategy's decisions for a caller that owns the loop (the strategy, or a network task pulling
+    one point at a time): told the costs so far (Encoding index -> cost, None: failed, in measured order) and the
+    unmeasured indices, it proposes the next `width`, or None while too few are measured (the caller takes its
+    own). Every other proposal is among the best point's one-knob neighbours (once stalled(), every other of those
+    among a flipped() centre's); the others, once stalled(), among points far from the best."""
 
     def __init__(self, enc: Encoding, rng):
         self.rng, self.weights, self.fitted_at, self.step = rng, initial_weights(enc), -1, 0
@@ -272,9 +272,10 @@ class Proposer:
             self.weights, self.fitted_at = refit(enc, ok, bad, y, self.weights), len(cost)
             w, v, wf, vf = self.weights
             self.cols = (Columns(enc, w, v), Columns(enc, wf, vf))
-        best = ok[int(y.argmin())]
-        near = [k for k in enc.neighbours(best) if k not in cost and k not in taken] if self.step % 2 == 0 else []
-        far = best if self.step % 2 == 1 and stalled(list(cost.values())) else None
+        best, stuck = ok[int(y.argmin())], stalled(list(cost.values()))
+        centre = flipped(enc, ok, cost, best, self.step // FLIP) if stuck and self.step % FLIP == 0 else best
+        near = [k for k in enc.neighbours(centre) if k not in cost and k not in taken] if self.step % 2 == 0 else []
+        far = best if self.step % 2 == 1 and stuck else None
         return propose(enc, ok, bad, y, self.weights, near, left, self.rng, MODEL_POOL, width, self.cols, far)
 
     def peek(self, enc: Encoding, cost: dict, left: list, taken) -> list:
@@ -292,9 +293,6 @@ def mixed_encoding(points: list[dict]) -> Encoding:
     """An Encoding of points from several spaces or families, value lists read off the points
     themselves (numbers ascending; a knob a point lacks gets a value of its own)."""
     names = sorted({n for p in points for n in p})
-    full = [{n: _hashable(p.get(n, MISSING)) for n in names} for p in points]
+    full = [{n: _hashable(p.get(n, "<missing>")) for n in names} for p in points]
     order = lambda v: (0, v, "") if isinstance(v, (int, float)) else (1, 0, repr(v))  # noqa: E731
     return Encoding([(n, sorted({p[n] for p in full}, key=order)) for n in names], full)
-
-
-MISSING = "<missing>"
