@@ -235,10 +235,11 @@ def stalled(times: list) -> bool:
 
 def flipped(enc: Encoding, ok: list, cost: dict, best: int, turn: int) -> int:
     """The fastest of `ok` whose value of a two-valued knob (the `turn`th, cyclically) is not the best's, else
-    best. On the hub's convolutions the optimum's `use_shmem`, `use_padding` and `read_only` are the values whose
-    points have the lower median (A6000: 0.24 against 0.38 of the optimum) and the higher best (1.00, 0.78)."""
+    best. On the hub's hard convolution files the optimum's `use_padding` (all four) and `use_shmem` (three) are
+    the halves whose points have the lower median (A6000, `use_shmem` 0: 0.24 of the optimum against 0.38)."""
     two = [j for j in range(enc.dims) if enc.card[j] == 2]
-    other = [i for i in ok if two and enc.index[i, two[turn % len(two)]] != enc.index[best, two[turn % len(two)]]]
+    j = two[turn % len(two)] if two else None
+    other = [i for i in ok if j is not None and enc.index[i, j] != enc.index[best, j]]
     return min(other, key=cost.get) if other else best
 
 
