@@ -5,6 +5,7 @@ Once stalled, every other local step is taken around the fastest point with the 
 two-valued knob instead."""
 
 import itertools
+import random
 
 from cltune.search import surrogate as sg
 
@@ -51,7 +52,7 @@ def test_once_stalled_every_other_local_step_is_around_the_flipped_centre():
         assert sg.stalled(list(cost.values())) == stall
         best = min(cost, key=cost.get)
         left = [i for i in range(len(points)) if i not in cost]
-        proposer = sg.Proposer(enc, __import__("random").Random(0))
+        proposer = sg.Proposer(enc, random.Random(0))
         picks = [proposer.propose(enc, cost, left)[0] for _ in range(4)]  # steps 1-4: 2 and 4 are local
         assert picks[1] in enc.neighbours(best)
         # step 4 is turn 1: knob f, so the centre is the fastest measured point with f = 1
