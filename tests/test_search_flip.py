@@ -1,6 +1,6 @@
-"""The `model` strategy's flipped centre (issue 45): on the hub's convolution spaces the optimum's value
-of a two-valued knob (`use_shmem`, `use_padding`, `read_only`) is the one whose points are slower on the
-median and faster at best, so a search that only climbs around its best point stays in the other half.
+"""The `model` strategy's flipped centre (issue 45): on the hub's hard convolution files the optimum often
+sits in the half of a two-valued knob whose points are slower on the median (`use_padding` on all four,
+`use_shmem` on three), so a search that only climbs around its best point stays in the other half.
 Once stalled, every other local step is taken around the fastest point with the other value of a
 two-valued knob instead."""
 
