@@ -27,7 +27,10 @@ from .base import Seconds, main
 @click.option("--peers", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Kernel Tuner's scores on SPACE, as shared/peers/kernel_tuner/kt_sim.py prints them: "
                    "their best strategy at each budget is printed beside.")
-def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers):
+@click.option("--warm", "warm", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A recorded space of the same kernel on another device (any format SPACE may be; "
+                   "repeatable): its 2 fastest points of SPACE are measured first, in the budget.")
+def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, warm):
     """Replay SPACE (a Kernel Tuner cache .json/.json.gz, T4 results JSON, or a cltune results CSV of an
     exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
     import csv
@@ -46,9 +49,19 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers):
         raise UserError(f"--peers {peers}: no scores in it; expected kt_sim.py's lines, "
                         "e.g. 'dual_annealing  B=25: 0.710  B=50: 0.717'")
     recorded = load(space)
+    for w in warm:
+        if Path(w).resolve() == Path(space).resolve():
+            raise UserError(f"--warm {w}: is SPACE itself; expected another device's results of the same kernel")
+    sources = [load(w) for w in warm]
+    if sources:
+        from ..drive.replay import RecordedSpace
+        from ..search.warm import warm_settings
+
+        click.echo(f"warm start: {len(warm_settings(RecordedSpace.of(recorded), sources))} points of SPACE, the 2 "
+                   f"fastest of each of {len(sources)} files, measured first in each run")
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
-    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed)
+    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed, warm=sources)
     longest = max(len(t.times) for t in traces)
     budgets = [b for b in BUDGETS if b < longest] + [longest]
     click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets, scores))

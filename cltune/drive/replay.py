@@ -14,6 +14,7 @@ from ..core.space import Setting, Space
 from ..measure.protocol import Capabilities
 from ..results.recorded import Recorded
 from ..results.recorded import median_quartiles as mq
+from ..search.warm import warm_settings
 from .sweep import Budget, Dispatch, Outcome, Sweep
 
 BUDGETS = (25, 50, 100, 200)
@@ -111,10 +112,12 @@ class Trace:
 
 
 def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = None,
-           seconds: float | None = None, batch: int = 1) -> Trace:
+           seconds: float | None = None, batch: int = 1, warm=()) -> Trace:
     """One strategy on one seed, through the sweep's loop, within `budget` distinct points or
-    `seconds` of recorded compile and benchmark time."""
+    `seconds` of recorded compile and benchmark time; `warm`: recorded spaces of other devices whose
+    fastest points are measured first (search/warm.py)."""
     space, backend = RecordedSpace.of(recorded), RecordedBackend(recorded)
+    first = warm_settings(space, warm) if warm else ()
     trace = Trace(strategy, seed)
 
     def record(m: Measurement, strategy: str) -> Outcome:
@@ -125,7 +128,7 @@ def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = No
 
     sweep = Sweep(Dispatch(lambda s, upcoming: backend.measure(None, s), batch=batch), lambda s: s.key, record,
                   clock=lambda: backend.clock_s)
-    sweep.search(space, None, None, strategy, Budget(budget, seconds), seed)
+    sweep.search(space, None, None, strategy, Budget(budget, seconds), seed, first)
     return trace
 
 
@@ -197,9 +200,9 @@ def rows_of(traces: list[Trace]) -> list[dict]:
 
 
 def run_all(recorded: Recorded, strategies, seeds: int, budget: int | None, seconds: float | None,
-            on_trace: Callable[[Trace], None] = lambda t: None, first: int = 0) -> list[Trace]:
-    """Each strategy on seeds first..first+seeds-1 (`first`: seeds a change was not designed on).
-    numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
+            on_trace: Callable[[Trace], None] = lambda t: None, first: int = 0, warm=()) -> list[Trace]:
+    """Each strategy on seeds first..first+seeds-1 (`first`: seeds a change was not designed on), `warm`
+    as replay's. numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
     VM its threads fighting made a 200-point seed of the A100 convolution space take 25 s instead
     of 9 (2026-12-04)."""
     from threadpoolctl import threadpool_limits
@@ -208,7 +211,7 @@ def run_all(recorded: Recorded, strategies, seeds: int, budget: int | None, seco
     with threadpool_limits(1, user_api="blas"):
         for strategy in strategies:
             for seed in range(first, first + seeds):
-                trace = replay(recorded, strategy, seed, budget, seconds)
+                trace = replay(recorded, strategy, seed, budget, seconds, warm=warm)
                 on_trace(trace)
                 traces.append(trace)
     return traces

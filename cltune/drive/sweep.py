@@ -87,8 +87,10 @@ class Sweep:
                     self.evaluate(s, settings[i + 1:i + 1 + PREFETCH], LISTED)
         return [self.outcomes[self.key(s)] for s in settings]
 
-    def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int) -> list[Outcome]:
-        """Run one strategy on one space within the budget; returns the outcomes it produced."""
+    def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int,
+               first: Sequence[Setting] = ()) -> list[Outcome]:
+        """Run one strategy on one space within the budget; returns the outcomes it produced. `first`: settings
+        measured before it starts, within the budget (a warm start, search/warm.py), which it sees as measured."""
         start, counted, mine = self.clock(), set(), []
 
         def spent() -> bool:
@@ -131,6 +133,11 @@ class Sweep:
         many = evaluate_many if self.dispatch.measure_many is not None else None
         with self.finishing():
             try:
+                if many is not None:
+                    many(first)
+                else:
+                    for i, s in enumerate(first):
+                        evaluate(s, first[i + 1:i + 1 + PREFETCH])
                 get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.dispatch.batch))
             except BudgetExhausted:
                 pass

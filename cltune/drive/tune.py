@@ -13,7 +13,7 @@ from ..core.errors import UserError
 from ..core.paths import stamped_path
 from ..core.records import timed
 from ..measure import backend as backend_mod
-from ..results import guard
+from ..results import guard, recorded
 from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
 from ..loader.bind import bind_config
 import warnings
@@ -42,6 +42,7 @@ class Options:
     backend: str | None = None  # a spec for measure/backend.open_backend; None: from farm and isolation
     tls: str | None = None  # the farm's credentials folder (--tls; else $CLTUNE_TLS)
     insecure: bool = False  # plain tcp to a farm beyond loopback (--insecure): recorded in the header
+    warm: tuple = ()  # results of other devices whose fastest settings each space measures first (--warm)
 
 
 def check_options(opts: Options) -> None:
@@ -61,6 +62,8 @@ def check_options(opts: Options) -> None:
         raise UserError("--retry-failed measures again the failed rows of a file: give it with --resume FILE")
     if opts.out:
         check_out(opts.out)
+    for path in opts.warm:  # read now, so that a file it cannot use is refused before anything is measured
+        recorded.load(path)
 
 
 def check_out(out) -> None:

@@ -1,0 +1,103 @@
+"""A warm start (--warm): other devices' fastest settings of the same space measured first, in the budget."""
+
+import gzip
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cltune.cli.commands import main
+from cltune.core.errors import UserError
+from cltune.drive.replay import RecordedSpace
+from cltune.results import recorded, rows as results, schema
+from cltune.search.warm import warm_settings
+
+
+def _cache(path, times: dict, knobs=("a", "b")):
+    """A Kernel Tuner cache of a 2-knob space: (a, b) -> time (None: failed)."""
+    params = {"a": [1, 2, 3, 4], "b": [1, 2, 3]}
+    cache = {}
+    for values, t in times.items():
+        entry = dict(zip(knobs, values))
+        entry.update(time=t if t is not None else "RuntimeFailedConfig", times=[t] if t else [], compile_time=1.0,
+                     verification_time=0, benchmark_time=1.0, framework_time=0)
+        cache[",".join(map(str, values))] = entry
+    doc = {"tune_params_keys": list(knobs), "tune_params": {k: params[k] for k in knobs}, "cache": cache}
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+    return path
+
+
+def _target(tmp_path):
+    """The space replayed: every point; its optimum (4, 1) is nowhere near the sources' fastest."""
+    times = {(a, b): 10.0 + a + b for a in range(1, 5) for b in range(1, 4)}
+    times[(4, 1)] = 1.0
+    times[(2, 2)] = None  # failed here
+    return _cache(tmp_path / "target.json.gz", times)
+
+
+def test_each_sources_fastest_valid_points_come_first_interleaved_by_rank(tmp_path):
+    space = RecordedSpace.of(recorded.load(_target(tmp_path)))
+    one = recorded.load(_cache(tmp_path / "one.json.gz", {(1, 1): 5.0, (2, 2): 1.0, (3, 3): 2.0, (1, 2): None}))
+    two = recorded.load(_cache(tmp_path / "two.json.gz", {(3, 3): 1.0, (1, 3): 2.0, (4, 3): 3.0}))
+    got = [(s.values["a"], s.values["b"]) for s in warm_settings(space, [one, two])]
+    # one's fastest (2, 2) is a point of the target too (it failed there, but it is valid): ranks 1, then 2,
+    # (3, 3) only once
+    assert got == [(2, 2), (3, 3), (1, 3)]
+    assert [(s.values["a"], s.values["b"]) for s in warm_settings(space, [two], per=3)] == [(3, 3), (1, 3), (4, 3)]
+
+
+def test_a_source_without_the_spaces_knobs_is_one_line_naming_it(tmp_path):
+    space = RecordedSpace.of(recorded.load(_target(tmp_path)))
+    other = recorded.load(_cache(tmp_path / "other.json.gz", {(1,): 1.0}, knobs=("a",)))
+    with pytest.raises(UserError, match=r"other: no knob b of space .*expected results of the same kernel"):
+        warm_settings(space, [other])
+
+
+def test_replay_measures_the_warm_points_first_and_within_the_budget(tmp_path):
+    target = _target(tmp_path)
+    src = _cache(tmp_path / "src.json.gz", {(4, 1): 3.0, (3, 1): 4.0, (1, 1): 9.0})
+    out = tmp_path / "r.csv"
+    res = CliRunner().invoke(main, ["replay", str(target), "--seeds", "3", "--budget", "5", "--warm", str(src),
+                                    "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "warm start: 2 points of SPACE" in res.output
+    import csv
+
+    rows = list(csv.DictReader(open(out)))
+    for seed in "012":
+        mine = [r for r in rows if r["seed"] == seed]
+        assert len(mine) == 5  # the warm points are part of the budget
+        assert [float(r["time"]) for r in mine[:2]] == [1.0, 14.0]  # (4, 1) and (3, 1) here, in the source's order
+    # SPACE as its own warm start is refused before anything runs
+    res = CliRunner().invoke(main, ["replay", str(target), "--warm", str(target)])
+    assert res.exit_code != 0 and "is SPACE itself" in res.output and "Traceback" not in res.output
+
+
+def test_sweep_measures_the_fastest_settings_of_another_run_first(tmp_path):
+    source = tmp_path / "a.csv"
+    res = CliRunner().invoke(main, ["sweep", "tune_small", "--strategy", "random", "--budget", "5", "--seed", "3",
+                                    "--no-isolation", "--rerank", "0", "--out", str(source)])
+    assert res.exit_code == 0, res.output
+    a = results.load(source)
+    baseline = a[a["strategy"] == "listed"]["key"].tolist()
+    ok = a[(a["phase"] == "search") & (a["status"] == "ok")].sort_values(schema.TIME)
+    expected = [k for k in ok["key"].tolist()[:2] if k not in baseline]  # the baseline is measured already
+
+    def searched(*warm):  # rows are written as points finish their timing windows: compared as sets
+        out = tmp_path / f"b{len(warm)}.csv"
+        res = CliRunner().invoke(main, ["sweep", "tune_small", "--strategy", "random", "--budget", str(len(expected)),
+                                        "--seed", "11", "--no-isolation", "--rerank", "0", *warm, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        b = results.load(out)
+        return set(b[b["strategy"] == "random"]["key"])
+
+    assert searched("--warm", str(source)) == set(expected)
+    assert searched() != set(expected)  # the same seed without it
+    # a file it cannot read is one line, before anything is measured
+    bad = tmp_path / "bad.csv"
+    bad.write_text("not,a,results,file\n")
+    res = CliRunner().invoke(main, ["sweep", "tune_small", "--budget", "3", "--warm", str(bad),
+                                    "--out", str(tmp_path / "c.csv")])
+    assert res.exit_code != 0 and "bad.csv" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "c.csv").exists()
