@@ -5,9 +5,9 @@ file of another device). Its PER_SOURCE fastest points that are valid points of 
 measured before the strategy starts, every source's fastest first, then every second; the strategy
 then sees them as measured (as it sees a resumed file's). Replayed on six GPUs' files of the hub's
 convolution, each from the other five (docs/tuning.md, "A warm start from other devices"): seeds at
-0.95 of the optimum by 50 points 40 of 40 on five of them (11-29 cold), but on A100, whose optimum
-is unlike the others', the search stays near their best points longer (24 seeds under 0.9 at 100
-points against 16).
+0.95 of the optimum by 50 points 40 of 40 on five of them (10-29 cold), but on A100, whose optimum
+is unlike the others', the search stays near their best points (20 seeds under 0.9 at 100 points
+against 16), so it is opt-in.
 """
 
 from __future__ import annotations
