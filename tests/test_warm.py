@@ -101,3 +101,10 @@ def test_sweep_measures_the_fastest_settings_of_another_run_first(tmp_path):
                                     "--out", str(tmp_path / "c.csv")])
     assert res.exit_code != 0 and "bad.csv" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "c.csv").exists()
+    # ... and so is one of another kernel's knobs, named, once the device is open and before any row
+    other = _cache(tmp_path / "other.json.gz", {(1, 1): 1.0})
+    res = CliRunner().invoke(main, ["sweep", "tune_small", "--budget", "3", "--no-isolation", "--warm", str(other),
+                                    "--out", str(tmp_path / "d.csv")])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "no knob MACROS, UNROLL, SPLIT, LWS_X, LWS_Y of space conv2d (it has a, b)" in res.output
+    assert not (tmp_path / "d.csv").exists() or not results.load(tmp_path / "d.csv").shape[0]

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from ..core.records import Measurement, Timing, timed
 from ..core.space import Setting
 from ..measure.backend import FIRST_POINT_TIMEOUT_S
-from ..results import peakstore, recorded, rows as results, schema
+from ..results import peakstore, rows as results, schema
 from ..search.warm import warm_settings
 from ..workloads import get_family
 from ..workloads.kernel import register_if_kernel
@@ -180,9 +180,8 @@ class Steps:
     def search(self) -> None:
         cfg, info = self.cfg, self.backend.info
         budget = Budget(cfg.budget, cfg.time_limit_s)
-        sources = [recorded.load(path) for path in cfg.warm]
         for space in cfg.spaces:
-            first = warm_settings(space, sources, cfg.problem, info) if sources else ()
+            first = warm_settings(space, cfg.warm, cfg.problem, info) if cfg.warm else ()
             self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed, first)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:

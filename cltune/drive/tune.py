@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +14,7 @@ from ..core.paths import stamped_path
 from ..core.records import timed
 from ..measure import backend as backend_mod
 from ..results import guard, recorded
+from ..search.warm import warm_settings
 from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
 from ..loader.bind import bind_config
 import warnings
@@ -62,8 +63,6 @@ def check_options(opts: Options) -> None:
         raise UserError("--retry-failed measures again the failed rows of a file: give it with --resume FILE")
     if opts.out:
         check_out(opts.out)
-    for path in opts.warm:  # read now, so that a file it cannot use is refused before anything is measured
-        recorded.load(path)
 
 
 def check_out(out) -> None:
@@ -82,7 +81,9 @@ def merge(cfg, opts: Options):
     (Config.with_overrides), once per run, by whoever starts it (run, `cltune sweep`, tune_kernel);
     the stages below (open_backend, expected_rows, sweep, the farm's sweep) take it as it is."""
     check_options(opts)
-    return cfg.with_overrides(opts)
+    cfg = cfg.with_overrides(opts)
+    # read before any device, so that a file it cannot use is refused before anything is measured
+    return replace(cfg, warm=tuple(recorded.load(path) for path in opts.warm)) if opts.warm else cfg
 
 
 def open_backend(cfg, opts: Options):
@@ -133,6 +134,8 @@ def sweep(cfg, opts: Options, backend, on_row: Callable[[dict], None] = lambda r
     if refusal:
         raise UserError(refusal)
     cfg = bind_config(cfg, info)  # device.* values in its spaces and built-in settings
+    for space in cfg.spaces:  # a --warm file of other knobs: one line before any row
+        warm_settings(space, cfg.warm, problem, info)
     for i, space in enumerate(cfg.spaces):
         if space.countable:
             say_refused(cfg.path, i, space, problem, info)

@@ -98,7 +98,7 @@ class Config:
     timeout_s: float | None = None  # per setting; None: derived from the baseline's time
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
     device: DeviceInfo | None = None  # the device its device.* values are bound to (bind.bind_config)
-    warm: tuple = ()  # results files of other devices: each space's warm start (search/warm.py)
+    warm: tuple = field(default=(), compare=False)  # other devices' recorded spaces (--warm, drive/tune.merge)
 
     @property
     def search_strategy(self) -> str:
@@ -120,7 +120,7 @@ class Config:
                        budget=opts.budget or self.budget, time_limit_s=opts.time_limit_s or self.time_limit_s,
                        seed=self.seed if opts.seed is None else opts.seed,
                        rerank=self.rerank if opts.rerank is None else opts.rerank,
-                       timeout_s=opts.timeout_s or self.timeout_s, warm=tuple(opts.warm) or self.warm)
+                       timeout_s=opts.timeout_s or self.timeout_s)
 
 
 def resolve_path(name_or_path: str | None) -> Path:
