@@ -108,3 +108,40 @@ def test_sweep_measures_the_fastest_settings_of_another_run_first(tmp_path):
     assert res.exit_code != 0 and "Traceback" not in res.output
     assert "no knob MACROS, UNROLL, SPLIT, LWS_X, LWS_Y of space conv2d (it has a, b)" in res.output
     assert not (tmp_path / "d.csv").exists() or not results.load(tmp_path / "d.csv").shape[0]
+
+
+def test_model_takes_every_other_proposal_from_a_search_blind_to_the_warm_points(tmp_path, monkeypatch):
+    from cltune.drive.replay import replay
+    from cltune.search import surrogate
+
+    times = {(a, b): 1.0 + abs(a - 3) + abs(b - 3) for a in range(1, 9) for b in range(1, 9)}
+    params = {"a": list(range(1, 9)), "b": list(range(1, 9))}
+    target = tmp_path / "t.json.gz"
+    with gzip.open(target, "wt") as fh:
+        json.dump({"tune_params_keys": ["a", "b"], "tune_params": params, "cache": {
+            f"{a},{b}": {"a": a, "b": b, "time": t, "times": [t], "compile_time": 1.0, "verification_time": 0,
+                         "benchmark_time": 1.0, "framework_time": 0} for (a, b), t in times.items()}}, fh)
+    space = recorded.load(target)
+    source = recorded.load(_cache(tmp_path / "s.json.gz", {(4, 1): 1.0, (4, 2): 2.0}))  # away from (3, 3)
+    seen = []
+    real = surrogate.Proposer.propose
+
+    def spy(self, enc, cost, left, width=1, taken=()):
+        seen.append((id(self), set(cost), set(taken)))
+        return real(self, enc, cost, left, width, taken)
+
+    monkeypatch.setattr(surrogate.Proposer, "propose", spy)
+    trace = replay(space, "model", 0, budget=40, warm=[source])
+    assert trace.times[:2] == [times[(4, 1)], times[(4, 2)]] and len(trace.times) == 40
+    names = [n for n, _ in space.params]
+    keys = list(space.points)
+    warm = {keys.index(k) for k in keys if dict(zip(names, k)) in ({"a": 4, "b": 1}, {"a": 4, "b": 2})}
+    assert len(warm) == 2
+    kinds = {}
+    for who, cost, taken in seen:  # its proposals and its guesses of the next (peek)
+        knows = warm <= cost
+        assert knows or (not cost & warm and warm <= taken)  # blind: neither its data nor its neighbours
+        kinds.setdefault(who, set()).add(knows)
+    assert sorted(kinds.values(), key=sorted) == [{False}, {True}]  # one proposer of each kind, each always so
+    blind = sum(not (warm <= cost) for _, cost, _ in seen)
+    assert abs(2 * blind - len(seen)) <= 2  # every other

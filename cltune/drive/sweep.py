@@ -138,7 +138,8 @@ class Sweep:
                 else:
                     for i, s in enumerate(first):
                         evaluate(s, first[i + 1:i + 1 + PREFETCH])
-                get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.dispatch.batch))
+                get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.dispatch.batch,
+                                     frozenset(s.key for s in first)))
             except BudgetExhausted:
                 pass
         return [self.outcomes[k] for k in mine if k in self.outcomes]

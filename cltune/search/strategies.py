@@ -42,6 +42,7 @@ class Search:
     # A farm: measure these settings in parallel, return their costs (raises BudgetExhausted too).
     evaluate_many: Callable[[Sequence[Setting]], list] | None = None
     batch: int = 1  # settings worth proposing at a time (the farm's workers)
+    warm: frozenset = frozenset()  # keys of the settings measured first as a warm start (search/warm.py)
 
     def valid_settings(self) -> list[Setting]:
         return self.space.valid_settings(self.problem, self.device)
@@ -239,10 +240,12 @@ def model(search: Search) -> None:
     one knob away from the best so far (a local search the model steers); once the best has gained
     under 2% over 12 points, the others among points far from it (surrogate.stalled). Seeded."""
     from . import surrogate as sg
+    from .warm import Guarded
 
     rng = _random.Random(search.seed)
     drawn, cost, left = _start(search, rng, LOCAL_START)
-    proposer = sg.Proposer(drawn.enc, rng)
+    warm = {i for i, s in enumerate(drawn.settings) if s.key in search.warm}
+    proposer = Guarded(lambda: sg.Proposer(drawn.enc, rng), warm) if warm else sg.Proposer(drawn.enc, rng)
     while left:
         width = max(search.batch, 1)
         pick = proposer.propose(drawn.enc, cost, left, width)

@@ -54,3 +54,27 @@ def _fastest(space: Space, src, problem, device, per: int) -> list[Setting]:
             if len(out) == per:
                 break
     return out
+
+
+class Guarded:
+    """The `model` strategy's proposer with warm points (Encoding indices): every other proposal comes from a
+    second Proposer that does not know them (they are neither its data nor its neighbours). On a device unlike
+    the warm files' the first one stays near their best points; the second searches as a cold start does.
+    Replayed leave one out on the six convolution GPUs (seeds 0-39, 100 points): A100 16 seeds under 0.9 at
+    100, as cold (20 when both halves knew them); the five others 40 of 40 at 0.95 by 50 either way."""
+
+    def __init__(self, make, warm: set):
+        self.warm, self.knows, self.blind = set(warm), make(), make()
+
+    def _turn(self, cost: dict, measured: int):
+        if self.warm and measured % 2:
+            return self.blind, {i: c for i, c in cost.items() if i not in self.warm}, self.warm
+        return self.knows, cost, set()
+
+    def propose(self, enc, cost: dict, left: list, width: int = 1, taken=()):
+        who, view, hidden = self._turn(cost, len(cost))
+        return who.propose(enc, view, left, width, set(taken) | hidden)
+
+    def peek(self, enc, cost: dict, left: list, taken) -> list:
+        who, view, hidden = self._turn(cost, len(cost) + len(taken))  # the turn after `taken` is measured
+        return who.peek(enc, view, left, set(taken) | hidden)
