@@ -3,11 +3,12 @@
 A source is a recorded space (results/recorded.py: a Kernel Tuner cache, a T4 file or a cltune results
 file of another device). Its PER_SOURCE fastest points that are valid points of the space here are
 measured before the strategy starts, every source's fastest first, then every second; the strategy
-then sees them as measured (as it sees a resumed file's). Replayed on six GPUs' files of the hub's
-convolution, each from the other five (docs/tuning.md, "A warm start from other devices"): seeds at
-0.95 of the optimum by 50 points 40 of 40 on five of them (10-29 cold), but on A100, whose optimum
-is unlike the others', the search stays near their best points (20 seeds under 0.9 at 100 points
-against 16), so it is opt-in.
+then sees them as measured (as it sees a resumed file's), and `model` takes every other proposal from
+a search blind to them (Guarded). Replayed on six GPUs' files of the hub's convolution, each from the
+other five (docs/tuning.md, "A warm start from other devices"): seeds at 0.95 of the optimum by 50
+points 38-40 of 40 on five of them (10-29 cold); on A100, whose optimum is unlike the others', as
+many seeds under 0.9 at 100 points as cold (56 of 120 against 57) but fewer at 0.95 by 50 (6
+against 10). Opt-in: `--warm`.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ class Guarded:
     """The `model` strategy's proposer with warm points (Encoding indices): every other proposal comes from a
     second Proposer that does not know them (they are neither its data nor its neighbours). On a device unlike
     the warm files' the first one stays near their best points; the second searches as a cold start does.
-    Replayed leave one out on the six convolution GPUs (seeds 0-39, 100 points): A100 16 seeds under 0.9 at
-    100, as cold (20 when both halves knew them); the five others 40 of 40 at 0.95 by 50 either way."""
+    A100 from the other five convolution GPUs, held-out seeds 40-159, 100 points: 52 seeds under 0.9 at 100
+    (a replay script; `cltune replay`: 56), cold 57, when both halves knew them 68."""
 
     def __init__(self, make, warm: set):
         self.warm, self.knows, self.blind = set(warm), make(), make()
