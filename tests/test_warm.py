@@ -90,10 +90,10 @@ def test_sweep_measures_the_fastest_settings_of_another_run_first(tmp_path):
                                         "--seed", "11", "--no-isolation", "--rerank", "0", *warm, "--out", str(out)])
         assert res.exit_code == 0, res.output
         b = results.load(out)
-        return set(b[b["strategy"] == "random"]["key"])
+        return set(b[b["strategy"].isin(["random", "warm"])]["key"]), set(b[b["strategy"] == "warm"]["key"])
 
-    assert searched("--warm", str(source)) == set(expected)
-    assert searched() != set(expected)  # the same seed without it
+    assert searched("--warm", str(source)) == (set(expected), set(expected))  # labelled warm in the file
+    assert searched()[0] != set(expected)  # the same seed without it
     # a file it cannot read is one line, before anything is measured
     bad = tmp_path / "bad.csv"
     bad.write_text("not,a,results,file\n")

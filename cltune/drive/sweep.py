@@ -49,6 +49,7 @@ class Outcome:
 
 
 LISTED = "listed"  # the strategy column of a setting measured because it was listed, not searched
+WARM = "warm"  # ... because another device's results put it first (--warm, search/warm.py)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class Sweep:
             return (budget.settings is not None and len(counted) >= budget.settings) or \
                 (budget.seconds is not None and self.clock() - start >= budget.seconds)
 
-        def evaluate(setting: Setting, upcoming: Sequence[Setting] = ()):
+        def evaluate(setting: Setting, upcoming: Sequence[Setting] = (), label: str = strategy):
             key = self.key(setting)
             if key in counted:  # asked again: the same answer, no budget spent
                 return self.outcomes[key].cost
@@ -105,7 +106,7 @@ class Sweep:
                 raise BudgetExhausted
             counted.add(key)
             mine.append(key)
-            return self.evaluate(setting, upcoming, strategy).cost
+            return self.evaluate(setting, upcoming, label).cost
 
         def admit(settings: Sequence[Setting], stopped: list) -> Iterator[Setting]:
             """The settings not yet counted, each checked against the budget as it is taken."""
@@ -120,9 +121,9 @@ class Sweep:
                 mine.append(key)
                 yield s
 
-        def evaluate_many(settings: Sequence[Setting]) -> list:
+        def evaluate_many(settings: Sequence[Setting], label: str = strategy) -> list:
             stopped: list = []
-            self._evaluate_many(admit(settings, stopped), strategy)
+            self._evaluate_many(admit(settings, stopped), label)
             if stopped:
                 raise BudgetExhausted
             return [self.outcomes[self.key(s)].cost for s in settings]
@@ -134,10 +135,10 @@ class Sweep:
         with self.finishing():
             try:
                 if many is not None:
-                    many(first)
+                    many(first, WARM)
                 else:
                     for i, s in enumerate(first):
-                        evaluate(s, first[i + 1:i + 1 + PREFETCH])
+                        evaluate(s, first[i + 1:i + 1 + PREFETCH], WARM)
                 get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.dispatch.batch,
                                      frozenset(s.key for s in first)))
             except BudgetExhausted:
