@@ -111,7 +111,7 @@ def test_sweep_measures_the_fastest_settings_of_another_run_first(tmp_path):
 
 
 def test_model_takes_every_other_proposal_from_a_search_blind_to_the_warm_points(tmp_path, monkeypatch):
-    from cltune.drive.replay import replay
+    from cltune.drive.replay import replay, warm_start
     from cltune.search import surrogate
 
     times = {(a, b): 1.0 + abs(a - 3) + abs(b - 3) for a in range(1, 9) for b in range(1, 9)}
@@ -131,7 +131,7 @@ def test_model_takes_every_other_proposal_from_a_search_blind_to_the_warm_points
         return real(self, enc, cost, left, width, taken)
 
     monkeypatch.setattr(surrogate.Proposer, "propose", spy)
-    trace = replay(space, "model", 0, budget=40, warm=[source])
+    trace = replay(space, "model", 0, budget=40, warm=warm_start(space, [source]))
     assert trace.times[:2] == [times[(4, 1)], times[(4, 2)]] and len(trace.times) == 40
     names = [n for n, _ in space.params]
     keys = list(space.points)

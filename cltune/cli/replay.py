@@ -40,7 +40,7 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
     from ..loader.config import SEARCH_STRATEGY
     from ..results.guard import check_output
     from ..results.recorded import load
-    from ..drive.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize
+    from ..drive.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize, warm_start
 
     if out:
         check_output(out, [space])
@@ -52,16 +52,13 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
     for w in warm:
         if Path(w).resolve() == Path(space).resolve():
             raise UserError(f"--warm {w}: is SPACE itself; expected another device's results of the same kernel")
-    sources = [load(w) for w in warm]
-    if sources:
-        from ..drive.replay import RecordedSpace
-        from ..search.warm import warm_settings
-
-        click.echo(f"warm start: {len(warm_settings(RecordedSpace.of(recorded), sources))} points of SPACE, the 2 "
-                   f"fastest of each of {len(sources)} files, measured first in each run")
+    ahead = warm_start(recorded, [load(w) for w in warm]) if warm else []
+    if warm:
+        click.echo(f"warm start: {len(ahead)} points of SPACE, the 2 fastest of each of {len(warm)} files, "
+                   "measured first in each run")
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
-    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed, warm=sources)
+    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed, warm=ahead)
     longest = max(len(t.times) for t in traces)
     budgets = [b for b in BUDGETS if b < longest] + [longest]
     click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets, scores))

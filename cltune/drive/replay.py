@@ -114,10 +114,8 @@ class Trace:
 def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = None,
            seconds: float | None = None, batch: int = 1, warm=()) -> Trace:
     """One strategy on one seed, through the sweep's loop, within `budget` distinct points or
-    `seconds` of recorded compile and benchmark time; `warm`: recorded spaces of other devices whose
-    fastest points are measured first (search/warm.py)."""
+    `seconds` of recorded compile and benchmark time; `warm`: settings measured first (warm_start)."""
     space, backend = RecordedSpace.of(recorded), RecordedBackend(recorded)
-    first = warm_settings(space, warm) if warm else ()
     trace = Trace(strategy, seed)
 
     def record(m: Measurement, strategy: str) -> Outcome:
@@ -128,7 +126,7 @@ def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = No
 
     sweep = Sweep(Dispatch(lambda s, upcoming: backend.measure(None, s), batch=batch), lambda s: s.key, record,
                   clock=lambda: backend.clock_s)
-    sweep.search(space, None, None, strategy, Budget(budget, seconds), seed, first)
+    sweep.search(space, None, None, strategy, Budget(budget, seconds), seed, warm)
     return trace
 
 
@@ -199,10 +197,15 @@ def rows_of(traces: list[Trace]) -> list[dict]:
     return out
 
 
+def warm_start(recorded: Recorded, sources) -> list[Setting]:
+    """The points of `recorded` that other devices' recorded spaces put first (search/warm.py)."""
+    return warm_settings(RecordedSpace.of(recorded), sources)
+
+
 def run_all(recorded: Recorded, strategies, seeds: int, budget: int | None, seconds: float | None,
             on_trace: Callable[[Trace], None] = lambda t: None, first: int = 0, warm=()) -> list[Trace]:
     """Each strategy on seeds first..first+seeds-1 (`first`: seeds a change was not designed on), `warm`
-    as replay's. numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
+    measured first in each (warm_start). numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
     VM its threads fighting made a 200-point seed of the A100 convolution space take 25 s instead
     of 9 (2026-12-04)."""
     from threadpoolctl import threadpool_limits

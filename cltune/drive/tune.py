@@ -14,7 +14,7 @@ from ..core.paths import stamped_path
 from ..core.records import timed
 from ..measure import backend as backend_mod
 from ..results import guard, recorded
-from ..search.warm import warm_settings
+from ..search import warm
 from .session import Result, Steps, default_timeout, resumed_outcomes, setting_identity, session  # noqa: F401
 from ..loader.bind import bind_config
 import warnings
@@ -135,7 +135,7 @@ def sweep(cfg, opts: Options, backend, on_row: Callable[[dict], None] = lambda r
         raise UserError(refusal)
     cfg = bind_config(cfg, info)  # device.* values in its spaces and built-in settings
     for space in cfg.spaces:  # a --warm file of other knobs: one line before any row
-        warm_settings(space, cfg.warm, problem, info)
+        warm.check(space, cfg.warm)
     for i, space in enumerate(cfg.spaces):
         if space.countable:
             say_refused(cfg.path, i, space, problem, info)

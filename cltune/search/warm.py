@@ -19,10 +19,21 @@ from ..core.space import Setting, Space
 PER_SOURCE = 2  # each source's fastest points measured first
 
 
+def check(space: Space, sources) -> None:
+    """A source (name, params, points: value tuple -> .time) lacking one of the space's knobs of more
+    than one value is refused in one line."""
+    for src in sources:
+        names = [n for n, _ in src.params]
+        missing = [n for n, values in space.params if len(values) > 1 and n not in names]
+        if missing:
+            raise UserError(f"{src.name}: no knob {', '.join(missing)} of space {space.family} "
+                            f"(it has {', '.join(names) or 'none'}); expected results of the same kernel's space")
+
+
 def warm_settings(space: Space, sources, problem=None, device=None, per: int = PER_SOURCE) -> list[Setting]:
-    """The settings to measure first: of each source (name, params, points: value tuple -> .time),
-    its `per` fastest points that are valid in `space`, interleaved by rank, without repeats. A
-    source lacking one of the space's knobs (of more than one value) is refused in one line."""
+    """The settings to measure first: of each source (as check() takes them), its `per` fastest points
+    that are valid in `space`, interleaved by rank, without repeats."""
+    check(space, sources)
     ranked = [_fastest(space, src, problem, device, per) for src in sources]
     out, seen = [], set()
     for rank in range(per):
@@ -34,12 +45,7 @@ def warm_settings(space: Space, sources, problem=None, device=None, per: int = P
 
 
 def _fastest(space: Space, src, problem, device, per: int) -> list[Setting]:
-    names = [n for n, _ in src.params]
-    knobs = dict(space.params)
-    missing = [n for n, values in knobs.items() if len(values) > 1 and n not in names]
-    if missing:
-        raise UserError(f"{src.name}: no knob {', '.join(missing)} of space {space.family} "
-                        f"(it has {', '.join(names) or 'none'}); expected results of the same kernel's space")
+    names, knobs = [n for n, _ in src.params], dict(space.params)
     out, seen = [], set()
     for key, point in sorted(((k, p) for k, p in src.points.items() if p.time is not None), key=lambda kp: kp[1].time):
         values = dict(zip(names, key))
