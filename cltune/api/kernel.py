@@ -29,7 +29,7 @@ DTYPE_NAMES = {np.dtype(n): n for n in ("float32", "float16", "float64", "int32"
 def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params, grid_div_x=None,
                 grid_div_y=None, grid_div_z=None, restrictions=None, answer=None, atol=1e-6, *,
                 block_size_names=None, rtol=1e-5, strategy=None, budget=None, time_limit=None, device=None,
-                out=None, compiler_options=None, seed=None, iterations=None):
+                out=None, compiler_options=None, seed=None, iterations=None, warm=()):
     """Tune `kernel_name` of `kernel_source` (source text, a file, a list of files or a generator
     f(params)) over `tune_params` (knob -> a sequence of values, each a macro), in Kernel Tuner's
     value forms (kernel_values.py) and meanings: global size = ceil(problem_size /
@@ -38,7 +38,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     (buffers) and numpy scalars in the kernel's order, `answer` a list with the expected array of
     each checked output and None elsewhere (None: rows are `unverified`), `restrictions`
     expression strings or a function of the knob dict, `iterations` a fixed number of timed
-    launches a setting (each in run_ms_samples). Returns (rows as a DataFrame, with each knob and
+    launches a setting (each in run_ms_samples), `warm` results files of the same space on other devices
+    (their 2 fastest each measured first: `cltune sweep --warm`). Returns (rows as a DataFrame, with each knob and
     `time` (ms, the fastest launch) as columns; an environment dict)."""
     from ..drive import tune  # pandas (1.1 s) comes with it: imported on first use
 
@@ -53,7 +54,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
                      allowed=(RESULTS,))
     resume = path is not None and path.is_file() and path.stat().st_size > 0
     opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,
-                        budget=budget, time_limit_s=time_limit, seed=seed)
+                        budget=budget, time_limit_s=time_limit, seed=seed,
+                        warm=(warm,) if isinstance(warm, (str, Path)) else tuple(warm))
     result = tune.run(cfg, opts)
     return _table(result.path), _environment(result)
 
