@@ -74,7 +74,7 @@ class Guarded:
         self.warm, self.knows, self.blind = set(warm), make(), make()
 
     def _turn(self, cost: dict, measured: int):
-        if self.warm and measured % 2:
+        if measured % 2:  # every other turn: the blind one
             return self.blind, {i: c for i, c in cost.items() if i not in self.warm}, self.warm
         return self.knows, cost, set()
 
