@@ -39,7 +39,8 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     each checked output and None elsewhere (None: rows are `unverified`), `restrictions`
     expression strings or a function of the knob dict, `iterations` a fixed number of timed
     launches a setting (each in run_ms_samples), `warm` results files of the same space on other devices
-    (their 2 fastest each measured first: `cltune sweep --warm`). Returns (rows as a DataFrame, with each knob and
+    (their 2 fastest each measured first: `cltune sweep --warm`; default: the library's, results/library.py,
+    None: none). Returns (rows as a DataFrame, with each knob and
     `time` (ms, the fastest launch) as columns; an environment dict)."""
     from ..drive import tune  # pandas (1.1 s) comes with it: imported on first use
 
@@ -55,7 +56,7 @@ def tune_kernel(kernel_name, kernel_source, problem_size, arguments, tune_params
     resume = path is not None and path.is_file() and path.stat().st_size > 0
     opts = tune.Options(device=device, out=None if resume else path, resume=path if resume else None,
                         budget=budget, time_limit_s=time_limit, seed=seed,
-                        warm=(warm,) if isinstance(warm, (str, Path)) else tuple(warm))
+                        warm=(warm,) if isinstance(warm, (str, Path)) else tuple(warm or ()), cold=warm is None)
     result = tune.run(cfg, opts)
     return _table(result.path), _environment(result)
 

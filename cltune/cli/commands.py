@@ -127,10 +127,12 @@ def _echo_unbound(cfg) -> None:
                    "workers; default $CLTUNE_FARM, else this machine alone.")
 @click.option("--warm", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="Results of the same spaces on another device (a cltune results file, a Kernel Tuner "
-                   "cache; repeatable): each space measures their 2 fastest of its settings first.")
+                   "cache; repeatable): each space measures their 2 fastest of its settings first. "
+                   "Default: the library's devices of a space's kernel, if it holds it (docs/tuning.md).")
+@click.option("--cold", is_flag=True, help="No warm start: not even the library's.")
 @tls_options
 def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, seed, resume, retry_failed,
-          timeout, no_isolation, rerank, farm, warm, tls, insecure):
+          timeout, no_isolation, rerank, farm, warm, cold, tls, insecure):
     """Measure CONFIG's settings and search its spaces (default config: the Mali T860 study)."""
     from ..loader import config as cfgmod
     from ..measure.backend import farm_spec
@@ -140,7 +142,8 @@ def sweep(config, device, warmup, repeat, out, strategy, budget, time_limit, see
     opts = tune.Options(device=device, out=out, resume=resume, strategy=strategy, budget=budget,
                         time_limit_s=time_limit, seed=seed, isolation=not no_isolation,
                         timeout_s=timeout, warmup=warmup, repeat=repeat, rerank=rerank,
-                        retry_failed=retry_failed, farm=farm_spec(farm), tls=tls, insecure=insecure, warm=warm)
+                        retry_failed=retry_failed, farm=farm_spec(farm), tls=tls, insecure=insecure, warm=warm,
+                        cold=cold)
     cfg = tune.merge(cfg, opts)
     with interrupts(kept):
         if opts.farm:

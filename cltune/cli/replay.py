@@ -29,8 +29,10 @@ from .base import Seconds, main
                    "their best strategy at each budget is printed beside.")
 @click.option("--warm", "warm", multiple=True, type=click.Path(exists=True, dir_okay=False),
               help="A recorded space of the same kernel on another device (any format SPACE may be; "
-                   "repeatable): its 2 fastest points of SPACE are measured first, in the budget.")
-def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, warm):
+                   "repeatable): its 2 fastest points of SPACE are measured first, in the budget. "
+                   "Default: the library's devices of SPACE's kernel, other than SPACE's (docs/tuning.md).")
+@click.option("--cold", is_flag=True, help="No warm start: not even the library's.")
+def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, warm, cold):
     """Replay SPACE (a Kernel Tuner cache .json/.json.gz, T4 results JSON, or a cltune results CSV of an
     exhaustive sweep) with search strategies, scored by the fraction of the optimum each reaches."""
     import csv
@@ -48,14 +50,21 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
     if peers and not scores:
         raise UserError(f"--peers {peers}: no scores in it; expected kt_sim.py's lines, "
                         "e.g. 'dual_annealing  B=25: 0.710  B=50: 0.717'")
+    if warm and cold:
+        raise UserError("--warm and --cold: expected one of them (--cold: no warm start at all)")
     recorded = load(space)
     for w in warm:
         if Path(w).resolve() == Path(space).resolve():
             raise UserError(f"--warm {w}: is SPACE itself; expected another device's results of the same kernel")
-    ahead = warm_start(recorded, [load(w) for w in warm]) if warm else []
+    sources = [load(w) for w in warm] or ([] if cold else shelf(recorded))
+    ahead = warm_start(recorded, sources) if sources else []
     if warm:
         click.echo(f"warm start: {len(ahead)} points of SPACE, the 2 fastest of each of {len(warm)} files, "
                    "measured first in each run")
+    elif sources:
+        click.echo(f"warm start: {len(ahead)} points of SPACE, the 2 fastest of each of the library's "
+                   f"{recorded.kernel} on {', '.join(s.device for s in sources)}, measured first in each run "
+                   "(--cold: none)")
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
     traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed, warm=ahead)
@@ -69,6 +78,14 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
             writer.writeheader()
             writer.writerows(rows)
         click.echo(f"wrote {out} ({len(rows)} rows)")
+
+
+def shelf(recorded) -> list:
+    """The library's spaces of `recorded`'s kernel and knobs on other devices (results/library.py)."""
+    from ..results import library
+
+    knobs = [n for n, values in recorded.params if len(values) > 1]
+    return library.sources(recorded.kernel, knobs, other_than=library.identity(recorded))
 
 
 @main.command()

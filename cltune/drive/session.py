@@ -15,6 +15,7 @@ from ..core.records import Measurement, Timing, timed
 from ..core.space import Setting
 from ..measure.backend import FIRST_POINT_TIMEOUT_S
 from ..results import peakstore, rows as results, schema
+from ..results import library
 from ..search.warm import warm_settings
 from ..workloads import get_family
 from ..workloads.kernel import register_if_kernel
@@ -181,7 +182,8 @@ class Steps:
         cfg, info = self.cfg, self.backend.info
         budget = Budget(cfg.budget, cfg.time_limit_s)
         for space in cfg.spaces:
-            first = warm_settings(space, cfg.warm, cfg.problem, info) if cfg.warm else ()
+            sources = cfg.warm or (library.for_space(space, info.name) if cfg.library else ())
+            first = warm_settings(space, sources, cfg.problem, info) if sources else ()
             self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed, first)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:

@@ -44,6 +44,7 @@ class Options:
     tls: str | None = None  # the farm's credentials folder (--tls; else $CLTUNE_TLS)
     insecure: bool = False  # plain tcp to a farm beyond loopback (--insecure): recorded in the header
     warm: tuple = ()  # results of other devices whose fastest settings each space measures first (--warm)
+    cold: bool = False  # no warm start, not even the library's (--cold; without it and warm: results/library)
 
 
 def check_options(opts: Options) -> None:
@@ -59,6 +60,8 @@ def check_options(opts: Options) -> None:
         v = getattr(opts, name)
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise UserError(f"{name}: expected a finite number of seconds > 0, got {v!r}")
+    if opts.warm and opts.cold:
+        raise UserError("--warm and --cold: expected one of them (--cold: no warm start at all)")
     if opts.retry_failed and not opts.resume:
         raise UserError("--retry-failed measures again the failed rows of a file: give it with --resume FILE")
     if opts.out:
@@ -81,7 +84,7 @@ def merge(cfg, opts: Options):
     (Config.with_overrides), once per run, by whoever starts it (run, `cltune sweep`, tune_kernel);
     the stages below (open_backend, expected_rows, sweep, the farm's sweep) take it as it is."""
     check_options(opts)
-    cfg = cfg.with_overrides(opts)
+    cfg = replace(cfg.with_overrides(opts), library=not (opts.cold or opts.warm))
     # read before any device, so that a file it cannot use is refused before anything is measured
     return replace(cfg, warm=tuple(recorded.load(path) for path in opts.warm)) if opts.warm else cfg
 

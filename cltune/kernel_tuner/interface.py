@@ -106,7 +106,8 @@ def _measure(cfg, knobs, metric_fns, printer, cached, writer, device, platform, 
 
     spec = opt.farm(parallel, strategy)
     opts = tune.Options(device=opt.device_index(platform, device), repeat=iterations, budget=budget,
-                        time_limit_s=time_limit, seed=seed, isolation=_picklable(verify), farm=spec)
+                        time_limit_s=time_limit, seed=seed, isolation=_picklable(verify), farm=spec,
+                        cold=True)  # Kernel Tuner's strategies as they are: no library warm start
     cfg = tune.merge(cfg, opts)
     if spec is None:
         return runner.measure(cfg, opts, knobs, metric_fns, printer, cached, writer, tune_params)

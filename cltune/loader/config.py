@@ -99,6 +99,7 @@ class Config:
     layers: tuple = ()  # a benchmark suite's [[layer]]s: (name, kind, Problem)
     device: DeviceInfo | None = None  # the device its device.* values are bound to (bind.bind_config)
     warm: tuple = field(default=(), compare=False)  # other devices' recorded spaces (--warm, drive/tune.merge)
+    library: bool = field(default=True, compare=False)  # without warm: results/library's spaces of its kernel
 
     @property
     def search_strategy(self) -> str:

@@ -29,6 +29,8 @@ class Recorded:
     name: str
     params: list  # [(knob, (value, ...)), ...]
     points: dict = field(default_factory=dict)  # tuple of values, in params order -> Point
+    kernel: str = ""  # the kernel's name, where the file says it (a Kernel Tuner cache's kernel_name)
+    device: str = ""  # the device's name, where the file says it (a cache's device_name, a results file's)
 
     @property
     def optimum(self) -> float:
@@ -65,7 +67,8 @@ def load(path: str | Path) -> Recorded:
 def _from_kernel_tuner(path: Path, data: dict) -> Recorded:
     keys = ktcache.knob_names(data)
     _kt_shapes(path, data, keys)
-    rec = Recorded(_stem(path), [(k, tuple(data["tune_params"][k])) for k in keys])
+    rec = Recorded(_stem(path), [(k, tuple(data["tune_params"][k])) for k in keys],
+                   kernel=_text(data.get("kernel_name")), device=_text(data.get("device_name")))
     index = {k: {str(v): v for v in vals} for k, vals in rec.params}
     for key, entry in data["cache"].items():
         if not isinstance(entry, dict):
@@ -100,6 +103,10 @@ def _kt_shapes(path: Path, data: dict, keys: list) -> None:
     if not isinstance(data["cache"], dict):
         raise UserError(f"{path}: cache: expected an object of points, each keyed by its knob values joined "
                         f"with ',', got {_what(data['cache'])}")
+
+
+def _text(value) -> str:
+    return value.strip() if isinstance(value, str) else ""
 
 
 def _scalar(value) -> bool:
@@ -175,7 +182,9 @@ def _from_cltune(path: Path) -> Recorded:
         timed = row["status"] in TIMED and row.get(schema.TIME) == row.get(schema.TIME)
         cost = (_num(row.get("wall_ms")) or _num(row.get("build_ms")) + sum(schema.samples(row))) / 1e3
         points.append((values, float(row[schema.TIME]) if timed else None, cost))
-    rec = Recorded(_stem(path), [])
+    devices = sorted(set(df["device"].dropna())) if "device" in df else []
+    rec = Recorded(_stem(path), [], kernel=families[0].removeprefix("kernel:") if len(families) == 1 else "",
+                   device=devices[0] if len(devices) == 1 else "")
     seen: dict = {n: [] for n in names}
     for values, t, cost in points:
         key = tuple(values.get(n) for n in names)
