@@ -94,25 +94,65 @@ def test_a_live_space_takes_the_device_in_front_first(tmp_path, monkeypatch):
     assert library.for_space(Space("kernel:other", space.params), "this gpu") == []
 
 
-@pytest.mark.parametrize("warm", [(), None])
-def test_tune_kernel_starts_from_the_library_unless_warm_is_none(tmp_path, monkeypatch, warm):
+def _scale_args():
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    return n, [np.zeros(n, np.float32), x, np.int32(n)], {"block_size_x": [16, 32, 64, 128], "SCALE": [2]}, \
+        [2 * x, None, None]
+
+
+def test_tune_kernel_starts_from_the_library(tmp_path, monkeypatch):
     import cltune
-    from cltune.kernel_tuner import tune_kernel as kt_tune_kernel
 
     monkeypatch.setattr(library, "ROOT", tmp_path / "shelf")
     _shelf(tmp_path, "other gpu", 64)
-    n = 256
-    x = np.arange(n, dtype=np.float32)
-    args, knobs = [np.zeros(n, np.float32), x, np.int32(n)], {"block_size_x": [16, 32, 64, 128], "SCALE": [2]}
-    cltune.tune_kernel("scale", SRC, n, args, knobs, answer=[2 * x, None, None], strategy="random", iterations=2,
-                       budget=3, out=tmp_path / "a.csv", warm=warm)
+    n, args, knobs, answer = _scale_args()
+    cltune.tune_kernel("scale", SRC, n, args, knobs, answer=answer, strategy="random", iterations=2, budget=3,
+                       out=tmp_path / "a.csv")
     a = results.load(tmp_path / "a.csv")
     a = a[a["phase"] == "search"]
     labelled = a[a["strategy"] == "warm"]["params"].map(lambda p: json.loads(p)["block_size_x"]).tolist()
-    assert labelled == ([] if warm is None else [64, 128])  # the library's 2 fastest, or none with warm=None
-    if warm is None:  # Kernel Tuner's surface runs its strategies as they are: the library is not asked
-        asked = []
-        monkeypatch.setattr(library, "for_space", lambda *a: asked.append(a) or [])
-        kt_tune_kernel("scale", SRC, n, args, knobs, answer=[2 * x, None, None], strategy="random_sample",
-                       strategy_options={"max_fevals": 2}, iterations=2, cache=str(tmp_path / "kt"))
-        assert asked == []
+    assert labelled == [64, 128] and len(a) == 3  # the library's 2 fastest first, in the budget
+
+
+class Stop(Exception):
+    pass
+
+
+def test_cold_a_warm_file_and_kernel_tuners_surface_leave_the_library_out(tmp_path, monkeypatch):
+    import cltune
+    from cltune.drive import tune
+    from cltune.kernel_tuner import tune_kernel as kt_tune_kernel
+    from cltune.loader.config import load
+
+    cfg = load("tune_small")
+    assert tune.merge(cfg, tune.Options()).library
+    assert not tune.merge(cfg, tune.Options(cold=True)).library
+    hub = str(HUB)
+    assert not tune.merge(cfg, tune.Options(warm=(hub,))).library
+    with pytest.raises(Exception, match="--warm and --cold"):
+        tune.merge(cfg, tune.Options(warm=(hub,), cold=True))
+    seen = []
+
+    def caught(cfg, opts, *rest):
+        seen.append(tune.merge(cfg, opts).library)
+        raise Stop
+
+    n, args, knobs, answer = _scale_args()
+    monkeypatch.setattr(tune, "run", caught)
+    with pytest.raises(Stop):
+        cltune.tune_kernel("scale", SRC, n, args, knobs, answer=answer, warm=None)
+    with pytest.raises(Stop):
+        cltune.tune_kernel("scale", SRC, n, args, knobs, answer=answer)
+    assert seen == [False, True]
+    merge = tune.merge
+
+    def merged(cfg, opts):  # Kernel Tuner's surface: its strategies as they are
+        seen.append(merge(cfg, opts).library)
+        raise Stop
+
+    monkeypatch.setattr(tune, "merge", merged)
+    with pytest.raises(Stop):
+        kt_tune_kernel("scale", SRC, n, args, knobs, answer=answer, strategy="random_sample",
+                       strategy_options={"max_fevals": 2}, iterations=2)
+    assert seen == [False, True, False]
