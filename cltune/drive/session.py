@@ -14,8 +14,7 @@ from typing import Callable, Iterator
 from ..core.records import Measurement, Timing, timed
 from ..core.space import Setting
 from ..measure.backend import FIRST_POINT_TIMEOUT_S
-from ..results import peakstore, rows as results, schema
-from ..results import library
+from ..results import library, peakstore, rows as results, schema
 from ..search.warm import warm_settings
 from ..workloads import get_family
 from ..workloads.kernel import register_if_kernel

@@ -1,8 +1,9 @@
 """The library: the fastest recorded settings of kernels other people tuned on other devices, shipped
 with cltune (library/KERNEL/DEVICE.json: each a Kernel Tuner cache of a device's 8 fastest points,
 written by scripts/make_library.py from the FAIR Benchmark Hub's brute-forced spaces, MIT,
-library/README.md). A space of a kernel the library holds starts from them: `cltune replay` measures
-their fastest points first unless told `--warm FILE` or `--cold` (search/warm.py). Like TVM's
+library/README.md). A space of a kernel the library holds starts from them: `cltune replay`, `cltune
+sweep` and `cltune.tune_kernel` measure their fastest points first unless told `--warm FILE` or
+`--cold` (search/warm.py); Kernel Tuner's surface never does. Like TVM's
 TopHub, it is only as good as the devices it holds are like yours; `model`'s blind half (warm.Guarded)
 keeps a search on an unlike device going."""
 
