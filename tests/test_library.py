@@ -1,5 +1,6 @@
 """The library (results/library.py): other devices' fastest recorded settings of the kernels it holds,
-the default warm start of replay, sweep and tune_kernel; --cold (warm=None) turns it off."""
+the default warm start of replay, sweep and tune_kernel; --cold (warm=None) turns it off. A tune_kernel
+run from the library: tests/test_warm.py."""
 
 import gzip
 import json
@@ -99,20 +100,6 @@ def _scale_args():
     x = np.arange(n, dtype=np.float32)
     return n, [np.zeros(n, np.float32), x, np.int32(n)], {"block_size_x": [16, 32, 64, 128], "SCALE": [2]}, \
         [2 * x, None, None]
-
-
-def test_tune_kernel_starts_from_the_library(tmp_path, monkeypatch):
-    import cltune
-
-    monkeypatch.setattr(library, "ROOT", tmp_path / "shelf")
-    _shelf(tmp_path, "other gpu", 64)
-    n, args, knobs, answer = _scale_args()
-    cltune.tune_kernel("scale", SRC, n, args, knobs, answer=answer, strategy="random", iterations=2, budget=3,
-                       out=tmp_path / "a.csv")
-    a = results.load(tmp_path / "a.csv")
-    a = a[a["phase"] == "search"]
-    labelled = a[a["strategy"] == "warm"]["params"].map(lambda p: json.loads(p)["block_size_x"]).tolist()
-    assert labelled == [64, 128] and len(a) == 3  # the library's 2 fastest first, in the budget
 
 
 class Stop(Exception):

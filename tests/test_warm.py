@@ -147,25 +147,26 @@ def test_model_takes_every_other_proposal_from_a_search_blind_to_the_warm_points
     assert abs(2 * blind - len(seen)) <= 2  # every other
 
 
-def test_tune_kernel_takes_warm_files_too(tmp_path):
-    import numpy as np
-
+def test_tune_kernel_starts_from_the_library_then_takes_warm_files(tmp_path, monkeypatch):
+    """One kernel tuned twice: first from the library (a patched one holding it on another device), then
+    from the first run's results file."""
     import cltune
+    from cltune.results import library
+    from .test_library import SRC, _scale_args, _shelf
 
-    src = """__kernel void scale(__global float *y, __global const float *x, int n) {
-        int i = get_global_id(0);
-        if (i < n) y[i] = SCALE * x[i];
-    }"""
-    n = 256
-    x = np.arange(n, dtype=np.float32)
-    args, knobs = [np.zeros(n, np.float32), x, np.int32(n)], {"block_size_x": [16, 32, 64, 128], "SCALE": [2]}
-    df, _ = cltune.tune_kernel("scale", src, n, args, knobs, answer=[2 * x, None, None], strategy="random",
-                               budget=3, iterations=2, out=tmp_path / "a.csv")
+    monkeypatch.setattr(library, "ROOT", tmp_path / "shelf")
+    _shelf(tmp_path, "other gpu", 64)
+    n, args, knobs, answer = _scale_args()
+    cltune.tune_kernel("scale", SRC, n, args, knobs, answer=answer, strategy="random", budget=3, iterations=2,
+                       out=tmp_path / "a.csv")
     a = results.load(tmp_path / "a.csv")
-    ok = a[(a["phase"] == "search") & (a["status"] == "ok")].sort_values(schema.TIME)
+    a = a[a["phase"] == "search"]
+    labelled = a[a["strategy"] == "warm"]["params"].map(lambda p: json.loads(p)["block_size_x"]).tolist()
+    assert labelled == [64, 128] and len(a) == 3  # the library's 2 fastest first, in the budget
+    ok = a[a["status"] == "ok"].sort_values(schema.TIME)
     fastest = set(ok["key"].tolist()[:2])
-    df, _ = cltune.tune_kernel("scale", src, n, args, knobs, answer=[2 * x, None, None], strategy="random",
-                               budget=2, iterations=2, out=tmp_path / "b.csv", warm=tmp_path / "a.csv")
+    cltune.tune_kernel("scale", SRC, n, args, knobs, answer=answer, strategy="random", budget=2, iterations=2,
+                       out=tmp_path / "b.csv", warm=tmp_path / "a.csv")
     b = results.load(tmp_path / "b.csv")
     b = b[b["phase"] == "search"]
     assert set(b["key"]) == fastest and set(b["strategy"]) == {"warm"}
