@@ -40,6 +40,7 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
 
     from ..core.errors import UserError
     from ..loader.config import SEARCH_STRATEGY
+    from ..results import library
     from ..results.guard import check_output
     from ..results.recorded import load
     from ..drive.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize, warm_start
@@ -56,7 +57,7 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
     for w in warm:
         if Path(w).resolve() == Path(space).resolve():
             raise UserError(f"--warm {w}: is SPACE itself; expected another device's results of the same kernel")
-    sources = [load(w) for w in warm] or ([] if cold else shelf(recorded))
+    sources = [load(w) for w in warm] or ([] if cold else library.for_recorded(recorded))
     ahead = warm_start(recorded, sources) if sources else []
     if warm:
         click.echo(f"warm start: {len(ahead)} points of SPACE, the 2 fastest of each of {len(warm)} files, "
@@ -78,14 +79,6 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
             writer.writeheader()
             writer.writerows(rows)
         click.echo(f"wrote {out} ({len(rows)} rows)")
-
-
-def shelf(recorded) -> list:
-    """The library's spaces of `recorded`'s kernel and knobs on other devices (results/library.py)."""
-    from ..results import library
-
-    knobs = [n for n, values in recorded.params if len(values) > 1]
-    return library.sources(recorded.kernel, knobs, other_than=library.identity(recorded))
 
 
 @main.command()

@@ -32,11 +32,20 @@ def identity(recorded: Recorded) -> str:
     return recorded.device or recorded.name.rsplit("/", 1)[-1]
 
 
+def tunable(params) -> list[str]:
+    """The knobs of more than one value: what a library file must have to serve a space."""
+    return [n for n, values in params if len(values) > 1]
+
+
+def for_recorded(recorded: Recorded) -> list[Recorded]:
+    """The library's spaces of a replayed space's kernel, on devices other than its own (`cltune replay`)."""
+    return sources(recorded.kernel, tunable(recorded.params), other_than=identity(recorded))
+
+
 def for_space(space, device: str = "") -> list[Recorded]:
     """The library's spaces of a live space's kernel (a `kernel:NAME` family's NAME, else the family), the
     device in front (`device`) first: measured on it, its own fastest points are the likeliest here."""
-    knobs = [n for n, values in space.params if len(values) > 1]
-    found = sources(space.family.removeprefix("kernel:"), knobs)
+    found = sources(space.family.removeprefix("kernel:"), tunable(space.params))
     return sorted(found, key=lambda entry: not same_device(entry.device, device))
 
 
