@@ -10,7 +10,7 @@ from cltune.cli.commands import main
 from cltune.core.errors import UserError
 from cltune.drive.replay import RecordedSpace
 from cltune.results import recorded, rows as results, schema
-from cltune.search.warm import warm_settings
+from cltune.search.warm import Guarded, plan, warm_settings
 
 
 def _cache(path, times: dict, knobs=("a", "b")):
@@ -45,6 +45,9 @@ def test_each_sources_fastest_valid_points_come_first_interleaved_by_rank(tmp_pa
     # (3, 3) only once
     assert got == [(2, 2), (3, 3), (1, 3)]
     assert [(s.values["a"], s.values["b"]) for s in warm_settings(space, [two], per=3)] == [(3, 3), (1, 3), (4, 3)]
+    first, later = plan(space, [one, two])  # the runners-up: each source's next, interleaved by rank
+    assert first == warm_settings(space, [one, two])
+    assert [(s.values["a"], s.values["b"]) for s in later] == [(1, 1), (4, 3)]
 
 
 def test_a_source_without_the_spaces_knobs_is_one_line_naming_it(tmp_path):
@@ -131,7 +134,9 @@ def test_model_takes_every_other_proposal_from_a_search_blind_to_the_warm_points
         return real(self, enc, cost, left, width, taken)
 
     monkeypatch.setattr(surrogate.Proposer, "propose", spy)
-    trace = replay(space, "model", 0, budget=40, warm=warm_start(space, [source]))
+    first, later = warm_start(space, [source])
+    assert not later  # the source has 2 points: no runners-up
+    trace = replay(space, "model", 0, budget=40, warm=first, later=later)
     assert trace.times[:2] == [times[(4, 1)], times[(4, 2)]] and len(trace.times) == 40
     names = [n for n, _ in space.params]
     keys = list(space.points)
@@ -145,6 +150,33 @@ def test_model_takes_every_other_proposal_from_a_search_blind_to_the_warm_points
     assert sorted(kinds.values(), key=sorted) == [{False}, {True}]  # one proposer of each kind, each always so
     blind = sum(not (warm <= cost) for _, cost, _ in seen)
     assert abs(2 * blind - len(seen)) <= 2  # every other
+
+
+class _First:
+    """A stand-in proposer: the first unmeasured, untaken point of `left`, as many as asked."""
+
+    def propose(self, enc, cost, left, width=1, taken=()):
+        return [i for i in left if i not in cost and i not in taken][:width]
+
+    def peek(self, enc, cost, left, taken):
+        return self.propose(enc, cost, left, 1, taken)
+
+
+def test_model_measures_the_sources_runners_up_on_its_knowing_turns_only_while_stalled():
+    left = list(range(100))
+    g = Guarded(_First, warm={0, 1}, later=[50, 40, 60])
+    climbing = {i: 100.0 - i for i in range(30)}  # its best gained 14% over the last 12 points
+    assert g.propose(None, climbing, left) == [30] and g.later == [50, 40, 60]
+    flat = {i: 1.0 for i in range(30)}  # stalled: no gain over the last 12
+    assert g.peek(None, flat, left, ()) == [50] and g.later == [50, 40, 60]  # a guess takes nothing
+    assert g.propose(None, flat, left) == [50] and 50 in g.warm
+    flat[50] = 1.0
+    assert g.propose(None, flat, left) == [30]  # the blind half's turn
+    flat[30] = 1.0
+    flat.update({40: 1.0, 41: 1.0})  # 40 measured already: skipped
+    assert g.propose(None, flat, left, width=2) == [60, 31]
+    flat.update({31: 1.0, 60: 1.0})
+    assert g.propose(None, flat, left) == [32]  # none left unmeasured: the knowing half
 
 
 def test_tune_kernel_starts_from_the_library_then_takes_warm_files(tmp_path, monkeypatch):

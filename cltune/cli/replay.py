@@ -43,6 +43,7 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
     from ..results import library
     from ..results.guard import check_output
     from ..results.recorded import load
+    from ..search.warm import LATER, PER_SOURCE
     from ..drive.replay import BUDGETS, format_summary, read_peers, rows_of, run_all, summarize, warm_start
 
     if out:
@@ -58,17 +59,16 @@ def replay(space, strategies, budget, seeds, first_seed, seconds, out, peers, wa
         if Path(w).resolve() == Path(space).resolve():
             raise UserError(f"--warm {w}: is SPACE itself; expected another device's results of the same kernel")
     sources = [load(w) for w in warm] or ([] if cold else library.for_recorded(recorded))
-    ahead = warm_start(recorded, sources) if sources else []
-    if warm:
-        click.echo(f"warm start: {len(ahead)} points of SPACE, the 2 fastest of each of {len(warm)} files, "
-                   "measured first in each run")
-    elif sources:
-        click.echo(f"warm start: {len(ahead)} points of SPACE, the 2 fastest of each of the library's "
-                   f"{recorded.kernel} on {', '.join(s.device for s in sources)}, measured first in each run "
-                   "(--cold: none)")
+    ahead, later = warm_start(recorded, sources) if sources else ([], [])
+    whose = (f"{len(warm)} files" if warm else
+             f"the library's {recorded.kernel} on {', '.join(s.device for s in sources)}")
+    if sources:
+        click.echo(f"warm start: {len(ahead)} points of SPACE, the {PER_SOURCE} fastest of each of {whose}, measured "
+                   f"first in each run; {len(later)} more (each one's next {LATER}) when model stalls"
+                   + ("" if warm else " (--cold: none)"))
     strategies = list(strategies) or [SEARCH_STRATEGY]
     limit = None if seconds else budget
-    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed, warm=ahead)
+    traces = run_all(recorded, strategies, seeds, limit, seconds, first=first_seed, warm=ahead, later=later)
     longest = max(len(t.times) for t in traces)
     budgets = [b for b in BUDGETS if b < longest] + [longest]
     click.echo(format_summary(recorded, summarize(recorded, traces, budgets), budgets, scores))

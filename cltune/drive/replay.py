@@ -14,7 +14,7 @@ from ..core.space import Setting, Space
 from ..measure.protocol import Capabilities
 from ..results.recorded import Recorded
 from ..results.recorded import median_quartiles as mq
-from ..search.warm import warm_settings
+from ..search.warm import plan as warm_plan
 from .sweep import Budget, Dispatch, Outcome, Sweep
 
 BUDGETS = (25, 50, 100, 200)
@@ -112,9 +112,10 @@ class Trace:
 
 
 def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = None,
-           seconds: float | None = None, batch: int = 1, warm=()) -> Trace:
+           seconds: float | None = None, batch: int = 1, warm=(), later=()) -> Trace:
     """One strategy on one seed, through the sweep's loop, within `budget` distinct points or
-    `seconds` of recorded compile and benchmark time; `warm`: settings measured first (warm_start)."""
+    `seconds` of recorded compile and benchmark time; `warm`: settings measured first, `later`: the
+    ones `model` measures while stalled (warm_start)."""
     space, backend = RecordedSpace.of(recorded), RecordedBackend(recorded)
     trace = Trace(strategy, seed)
 
@@ -126,7 +127,7 @@ def replay(recorded: Recorded, strategy: str, seed: int, budget: int | None = No
 
     sweep = Sweep(Dispatch(lambda s, upcoming: backend.measure(None, s), batch=batch), lambda s: s.key, record,
                   clock=lambda: backend.clock_s)
-    sweep.search(space, None, None, strategy, Budget(budget, seconds), seed, warm)
+    sweep.search(space, None, None, strategy, Budget(budget, seconds), seed, warm, later)
     return trace
 
 
@@ -197,15 +198,16 @@ def rows_of(traces: list[Trace]) -> list[dict]:
     return out
 
 
-def warm_start(recorded: Recorded, sources) -> list[Setting]:
-    """The points of `recorded` that other devices' recorded spaces put first (search/warm.py)."""
-    return warm_settings(RecordedSpace.of(recorded), sources)
+def warm_start(recorded: Recorded, sources) -> tuple[list[Setting], list[Setting]]:
+    """The points of `recorded` that other devices' recorded spaces put first, and their runners-up
+    (search/warm.py)."""
+    return warm_plan(RecordedSpace.of(recorded), sources)
 
 
 def run_all(recorded: Recorded, strategies, seeds: int, budget: int | None, seconds: float | None,
-            on_trace: Callable[[Trace], None] = lambda t: None, first: int = 0, warm=()) -> list[Trace]:
+            on_trace: Callable[[Trace], None] = lambda t: None, first: int = 0, warm=(), later=()) -> list[Trace]:
     """Each strategy on seeds first..first+seeds-1 (`first`: seeds a change was not designed on), `warm`
-    measured first in each (warm_start). numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
+    measured first in each, `later` while stalled (warm_start). numpy's BLAS on one thread: the GP's matrices are too small to share out, and on a busy 2-core
     VM its threads fighting made a 200-point seed of the A100 convolution space take 25 s instead
     of 9 (2026-12-04)."""
     from threadpoolctl import threadpool_limits
@@ -214,7 +216,7 @@ def run_all(recorded: Recorded, strategies, seeds: int, budget: int | None, seco
     with threadpool_limits(1, user_api="blas"):
         for strategy in strategies:
             for seed in range(first, first + seeds):
-                trace = replay(recorded, strategy, seed, budget, seconds, warm=warm)
+                trace = replay(recorded, strategy, seed, budget, seconds, warm=warm, later=later)
                 on_trace(trace)
                 traces.append(trace)
     return traces

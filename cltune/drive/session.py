@@ -15,7 +15,7 @@ from ..core.records import Measurement, Timing, timed
 from ..core.space import Setting
 from ..measure.backend import FIRST_POINT_TIMEOUT_S
 from ..results import library, peakstore, rows as results, schema
-from ..search.warm import warm_settings
+from ..search.warm import plan as warm_plan
 from ..workloads import get_family
 from ..workloads.kernel import register_if_kernel
 from .sweep import LISTED, Budget, Dispatch, Outcome, Sweep
@@ -182,8 +182,8 @@ class Steps:
         budget = Budget(cfg.budget, cfg.time_limit_s)
         for space in cfg.spaces:
             sources = cfg.warm or (library.for_space(space, info.name) if cfg.library else ())
-            first = warm_settings(space, sources, cfg.problem, info) if sources else ()
-            self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed, first)
+            first, later = warm_plan(space, sources, cfg.problem, info) if sources else ((), ())
+            self.sweep.search(space, cfg.problem, info, cfg.search_strategy, budget, cfg.seed, first, later)
 
     def rerank(self, outcomes: list[Outcome]) -> Result:
         """The best few (the `rerank` fastest and those close behind them, config.RERANK_WITHIN) and

@@ -89,9 +89,10 @@ class Sweep:
         return [self.outcomes[self.key(s)] for s in settings]
 
     def search(self, space: Space, problem, device, strategy: str, budget: Budget, seed: int,
-               first: Sequence[Setting] = ()) -> list[Outcome]:
+               first: Sequence[Setting] = (), later: Sequence[Setting] = ()) -> list[Outcome]:
         """Run one strategy on one space within the budget; returns the outcomes it produced. `first`: settings
-        measured before it starts, within the budget (a warm start, search/warm.py), which it sees as measured."""
+        measured before it starts, within the budget (a warm start, search/warm.py), which it sees as measured;
+        `later`: the warm start's runners-up, which `model` measures while stalled."""
         start, counted, mine = self.clock(), set(), []
 
         def spent() -> bool:
@@ -140,7 +141,7 @@ class Sweep:
                     for i, s in enumerate(first):
                         evaluate(s, first[i + 1:i + 1 + PREFETCH], WARM)
                 get(strategy)(Search(space, problem, device, seed, evaluate, measured, many, self.dispatch.batch,
-                                     frozenset(s.key for s in first)))
+                                     frozenset(s.key for s in first), tuple(s.key for s in later)))
             except BudgetExhausted:
                 pass
         return [self.outcomes[k] for k in mine if k in self.outcomes]

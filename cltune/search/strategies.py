@@ -17,13 +17,13 @@ from typing import Callable, Sequence
 
 from ..core.space import Setting, Space
 
-# Settings announced ahead: built with the current one in one program (build.py), and on a GPU
-# ahead of use. bench_repeat's 24 settings (PoCL 3.1, 2-core Intel Xeon VM) built from PoCL's cache
-# in 186 ms in programs of 5, 107 ms of 12, 79-126 ms of 24 (770-920 ms one per program); cold, in
-# 2.9, 2.7 and 2.3 s (5.4 s). More ahead would build more that a budget's end leaves unmeasured.
+# Settings announced ahead: built with the current one in one program (build.py), and on a GPU ahead of use.
+# bench_repeat's 24 settings (PoCL 3.1, 2-core Intel Xeon VM) built from PoCL's cache in 186 ms in programs of
+# 5, 107 ms of 12, 79-126 ms of 24 (770-920 ms one per program); cold, in 2.9, 2.7 and 2.3 s (5.4 s). More
+# ahead would build more that a budget's end leaves unmeasured.
 PREFETCH = 11
-# ... but only 4 of a space too large to list, drawn point by point: where its constraints reject
-# most points, each one announced costs thousands of draws, spent before the budget is checked.
+# ... but only 4 of a space too large to list, drawn point by point: where its constraints reject most points,
+# each one announced costs thousands of draws, spent before the budget is checked.
 DRAWN_AHEAD = 4
 
 
@@ -43,6 +43,7 @@ class Search:
     evaluate_many: Callable[[Sequence[Setting]], list] | None = None
     batch: int = 1  # settings worth proposing at a time (the farm's workers)
     warm: frozenset = frozenset()  # keys of the settings measured first as a warm start (search/warm.py)
+    later: tuple = ()  # keys of the warm sources' runners-up, in order: `model` measures them while stalled
 
     def valid_settings(self) -> list[Setting]:
         return self.space.valid_settings(self.problem, self.device)
@@ -234,18 +235,19 @@ def _measure(search: Search, pool: list[Setting], picks: list[int], cost: dict, 
 
 @register("model")
 def model(search: Search) -> None:
-    """Bayesian optimization: a GP over the knob values (surrogate.py) fitted to the log times
-    measured so far proposes the point of highest expected improvement, discounted by the chance
-    that it fails like the failures seen so far. Every other proposal is taken among the points
-    one knob away from the best so far (a local search the model steers); once the best has gained
-    under 2% over 12 points, the others among points far from it (surrogate.stalled). Seeded."""
+    """Bayesian optimization: a GP over the knob values (surrogate.py) fitted to the log times measured so far
+    proposes the point of highest expected improvement, discounted by the chance that it fails like the failures
+    seen so far. Every other proposal is taken among the points one knob away from the best so far (a local search
+    the model steers); once the best has gained under 2% over 12 points, the others among points far from it
+    (surrogate.stalled). Seeded. A warm start: warm.Guarded (a blind half; the sources' runners-up while stalled)."""
     from . import surrogate as sg
     from .warm import Guarded
 
     rng = _random.Random(search.seed)
     drawn, cost, left = _start(search, rng, LOCAL_START)
-    warm = {i for i, s in enumerate(drawn.settings) if s.key in search.warm}
-    proposer = Guarded(lambda: sg.Proposer(drawn.enc, rng), warm) if warm else sg.Proposer(drawn.enc, rng)
+    where = {s.key: i for i, s in enumerate(drawn.settings)}
+    warm, later = {where[k] for k in search.warm if k in where}, [where[k] for k in search.later if k in where]
+    proposer = Guarded(lambda: sg.Proposer(drawn.enc, rng), warm, later) if warm else sg.Proposer(drawn.enc, rng)
     while left:
         width = max(search.batch, 1)
         pick = proposer.propose(drawn.enc, cost, left, width)
@@ -286,9 +288,8 @@ def _tell(study, trial, cost) -> None:
     import optuna
 
     if cost is None:
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    else:
-        study.tell(trial, cost)
+        return study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    study.tell(trial, cost)
 
 
 def get(name: str) -> Callable[[Search], None]:
