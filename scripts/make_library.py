@@ -4,7 +4,8 @@ with their time and what measuring them cost; the rest of the header (device, ke
 is. results/library.py reads them as warm-start sources (search/warm.py).
     python scripts/make_library.py [DEVICE=]FILE.json.gz [...]
 DEVICE= names the device of a file whose device_name is empty (the hub's MI250X files).
-The shipped library: the six files of ../shared/peers/benchmark_hub (library/README.md)."""
+The shipped library: the six files of ../shared/peers/benchmark_hub and nine of the hub's
+currently_unused/cachefiles/KernelTuner data/ (library/README.md)."""
 
 import json
 import sys

@@ -19,7 +19,7 @@ A100 = "NVIDIA A100-PCIE-40GB"
 
 def test_the_shipped_files_are_each_devices_fastest_points_with_a_device_and_a_kernel():
     found = library.files()
-    assert {f.parent.name for f in found} == {"convolution_kernel", "dedispersion_kernel"}
+    assert {f.parent.name for f in found} == {"convolution_kernel", "dedispersion_kernel", "Xgemm", "cn_pnpoly"}
     for f in found:
         entry = recorded.load(f)
         times = [p.time for p in entry.points.values()]
@@ -34,6 +34,8 @@ def test_a_replay_starts_from_the_other_devices_of_its_kernel():
     assert sorted(e.device for e in library.sources(hub.kernel, knobs, other_than=A100)) == ["MI250X", "NVIDIA RTX A4000"]
     assert len(library.sources(hub.kernel, knobs, other_than="AMD Radeon PRO W6600")) == 3
     assert library.sources(hub.kernel, knobs + ["no_such_knob"]) == []  # a space of other knobs: nothing
+    older = [k for k in knobs if k != "use_shmem"]  # Kernel Tuner's own convolution: its three GPUs too
+    assert len(library.sources(hub.kernel, older, other_than="NVIDIA TITAN RTX")) == 5
     assert library.sources("", knobs) == [] and library.sources("dedispersion_kernel", knobs) == []
     assert library.same_device("nvidia a100-pcie-40gb", A100) and not library.same_device("", "")
 
