@@ -32,20 +32,24 @@ def check(space: Space, sources) -> None:
 
 
 def plan(space: Space, sources, problem=None, device=None) -> tuple[list[Setting], list[Setting]]:
-    """What a warm start measures first (each source's PER_SOURCE fastest) and what waits for a stall
-    (their next LATER), as warm_settings() orders them."""
-    return (warm_settings(space, sources, problem, device),
-            warm_settings(space, sources, problem, device, per=LATER, skip=PER_SOURCE))
-
-
-def warm_settings(space: Space, sources, problem=None, device=None, per: int = PER_SOURCE,
-                  skip: int = 0) -> list[Setting]:
-    """The settings to measure first: of each source (as check() takes them), its `per` fastest points
-    that are valid in `space` (after its `skip` fastest), interleaved by rank, without repeats."""
+    """What a warm start measures first (each source's PER_SOURCE fastest, as warm_settings() orders them)
+    and what waits for a stall (their next LATER, in the same order)."""
     check(space, sources)
-    ranked = [_fastest(space, src, problem, device, skip + per)[skip:] for src in sources]
+    ranked = [_fastest(space, src, problem, device, PER_SOURCE + LATER) for src in sources]
+    return _by_rank(ranked, range(PER_SOURCE)), _by_rank(ranked, range(PER_SOURCE, PER_SOURCE + LATER))
+
+
+def warm_settings(space: Space, sources, problem=None, device=None, per: int = PER_SOURCE) -> list[Setting]:
+    """The settings to measure first: of each source (as check() takes them), its `per` fastest points
+    that are valid in `space`, interleaved by rank, without repeats."""
+    check(space, sources)
+    return _by_rank([_fastest(space, src, problem, device, per) for src in sources], range(per))
+
+
+def _by_rank(ranked: list[list[Setting]], ranks) -> list[Setting]:
+    """Every source's point of each rank in `ranks`, rank by rank, each point once."""
     out, seen = [], set()
-    for rank in range(per):
+    for rank in ranks:
         for settings in ranked:
             if rank < len(settings) and settings[rank].key not in seen:
                 seen.add(settings[rank].key)
