@@ -158,4 +158,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from cltune.core.errors import script
+
+    script(main)

@@ -295,4 +295,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from cltune.core.errors import script
+
+    script(main)

@@ -155,3 +155,12 @@ def test_launch_overhead_prints_both_paths_per_setting_and_the_summary():
     assert len(rows) >= 2 and {k for _, k, *_ in rows} == {"1", "2"}  # one- and two-kernel settings
     assert all(float(host) > 0 for _, _, _, host, *_ in rows)
     assert re.search(r"^  1 kernel +\d+: old [\d.]+, new [\d.]+, old - new [+-][\d.]+", out, re.M)
+
+
+@pytest.mark.parametrize("script", ["repeatability.py", "window_passes.py", "farm_speedup.py"])
+def test_a_benchmark_given_a_missing_config_says_so_in_one_line(tmp_path, script):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--config", str(tmp_path / "no.toml")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {tmp_path / 'no.toml'}: no such config file"), lines
