@@ -7,6 +7,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings
 from cltune.workloads.conv2d import LADDER, interior
+from tests.conftest import measure_each
 
 from .shapes import RANDOM_SHAPES, SHAPES, pair_id, shapes_with
 
@@ -18,8 +19,8 @@ def test_every_ladder_setting_matches_reference(runner, shape, names):
     # Guards the study's dilation bug (row step by dilation_w) and every macro/unroll/split variant:
     # each on every special shape, and four of them in turn on each random one.
     problem = Problem.from_shapes(**shape)
-    for name in names:
-        m = runner.measure(problem, Setting.make(name, "conv2d", LADDER[name]), QUICK)
+    settings = [Setting.make(name, "conv2d", LADDER[name]) for name in names]
+    for name, m in zip(names, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
 
 
@@ -30,8 +31,8 @@ def test_every_ladder_setting_meets_random_shapes_too():
 
 def test_timing_invariants_hold_on_every_round(runner):
     problem = Problem.from_shapes(**SHAPES[1])
-    for name, params in LADDER.items():
-        m = runner.measure(problem, Setting.make(name, "conv2d", params), Timing(warmup=1, repeat=3))
+    for m in measure_each(runner, problem, [Setting.make(n, "conv2d", p) for n, p in LADDER.items()],
+                          Timing(warmup=1, repeat=3)):
         assert len(m.rounds) == 3
         for r in m.rounds:
             assert r.queue_ms >= 0 and r.submit_ms >= 0 and r.run_ms >= 0

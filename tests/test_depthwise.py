@@ -13,7 +13,7 @@ from cltune.workloads.diagonalwise import (
     refactored_weight_bytes,
     wrap_standard_families,
 )
-from tests.conftest import skip_wide_vectors
+from tests.conftest import measure_each, skip_wide_vectors
 
 QUICK = Timing(warmup=0, repeat=1)
 
@@ -66,8 +66,8 @@ def test_depthwise_variants_match_reference(runner, index):
 
 
 def assert_variants_ok(runner, problem, variants):
-    for params in variants:
-        m = runner.measure(problem, Setting.make("v", "depthwise", params), QUICK)
+    settings = [Setting.make("v", "depthwise", params) for params in variants]
+    for params, m in zip(variants, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{params}: {m.status} {m.error} (max err {m.max_abs_err})"
 
 

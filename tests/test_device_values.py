@@ -12,7 +12,7 @@ from cltune.loader import bind, config
 from cltune.core.errors import UserError
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
-from tests.conftest import skip_wide_vectors
+from tests.conftest import measure_each, skip_wide_vectors
 from tests.fakes import FAKE_INFO, MALI_T860, POCL_AVX2, POCL_AVX512
 
 
@@ -174,15 +174,14 @@ def test_builtin_cpu_settings_at_either_width_match_the_reference(runner, info):
 
     problem = Problem.from_shapes((1, 19, 9, 11), (37, 19, 3, 3), 1, 1)  # ragged against 16 and 32
     pointwise = Problem.from_shapes((1, 40, 7, 9), (36, 40, 1, 1))
-    for name, (family, params) in builtin_settings().items():
-        if not any(device_values.is_ref(v) for v in params.values()):
-            continue
-        setting = device_values.bind_setting(Setting.make(name, family, params), info)
-        for p in (problem, pointwise):
-            if get_family(family).reject_reason(p, get_family(family).resolve(setting.values), None):
-                continue  # winograd: 3x3 stride 1 only
-            m = runner.measure(p, setting, Timing(warmup=0, repeat=1))
-            assert m.status == Status.OK, f"{name} {setting.values}: {m.status} {m.error}"
+    bound = [device_values.bind_setting(Setting.make(name, family, params), info)
+             for name, (family, params) in builtin_settings().items()
+             if any(device_values.is_ref(v) for v in params.values())]
+    for p in (problem, pointwise):
+        settings = [s for s in bound  # winograd: 3x3 stride 1 only
+                    if not get_family(s.family).reject_reason(p, get_family(s.family).resolve(s.values), None)]
+        for s, m in zip(settings, measure_each(runner, p, settings, Timing(warmup=0, repeat=1))):
+            assert m.status == Status.OK, f"{s.name} {s.values}: {m.status} {m.error}"
 
 
 def test_a_space_asks_its_family_through_the_lookup_it_was_built_with():

@@ -8,6 +8,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, pack_weights, source_dims
+from tests.conftest import measure_each
 
 from .fakes import MALI_T860, POCL_AVX2, POCL_AVX512
 from .shapes import ALL_SHAPES, RANDOM_SHAPES, SHAPES, pair_id, shape_id, shapes_with
@@ -44,8 +45,8 @@ def test_every_combination_class_matches_reference(runner, shape, names):
     # offset, a lost overhang pixel or an unpadded channel block shows up as a wrong or NaN output.
     # Each class runs on every special shape, and three of them in turn on each random one.
     problem = Problem.from_shapes(**shape)
-    for name in names:
-        m = runner.measure(problem, Setting.make(name, "direct", COMBOS[name]), QUICK)
+    settings = [Setting.make(name, "direct", COMBOS[name]) for name in names]
+    for name, m in zip(names, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
 
 
@@ -58,8 +59,8 @@ def test_every_combination_class_meets_random_shapes_too():
 def test_named_settings_match_reference(runner, shape):
     # The tuned blocks (bigger than COMBOS') on the special shapes; tests/test_api.py adds torch.
     problem = Problem.from_shapes(**shape)
-    for name, params in NAMED.items():
-        m = runner.measure(problem, Setting.make(name, "direct", params), QUICK)
+    settings = [Setting.make(name, "direct", params) for name, params in NAMED.items()]
+    for name, m in zip(NAMED, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
 
 

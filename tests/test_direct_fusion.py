@@ -8,6 +8,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.direct import NAMED, n_blocks, source_dims
+from tests.conftest import measure_each
 
 from .fakes import POCL_AVX2, POCL_AVX512
 
@@ -44,8 +45,8 @@ def test_every_fuse_level_matches_the_reference(runner, shape, activation):
     # Guards the pooled grid, the window gather in registers and the floor mode: a wrong window,
     # a lost block or a write past the pooled plane is a wrong or NaN output.
     problem = Problem.from_shapes(**shape, activation=activation, pool=2)
-    for fuse in range(4):
-        m = runner.measure(problem, Setting.make("f", "direct", {**TILE, "FUSE": fuse}), QUICK)
+    settings = [Setting.make("f", "direct", {**TILE, "FUSE": fuse}) for fuse in range(4)]
+    for fuse, m in enumerate(measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"FUSE={fuse}: {m.status} {m.error} (max err {m.max_abs_err})"
         assert parts(m) == ["zero_pad", "conv"] + ["bias", "act", "pool"][fuse:]
 
@@ -53,8 +54,8 @@ def test_every_fuse_level_matches_the_reference(runner, shape, activation):
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
 def test_fused_pool_matches_the_reference_for_every_knob_class(runner, shape):
     problem = Problem.from_shapes(**shape, activation="relu6", pool=2)
-    for name, params in COMBOS.items():
-        m = runner.measure(problem, Setting.make(name, "direct", params), QUICK)
+    settings = [Setting.make(name, "direct", params) for name, params in COMBOS.items()]
+    for name, m in zip(COMBOS, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{name}: {m.status} {m.error} (max err {m.max_abs_err})"
         assert "pool" not in parts(m), name
 

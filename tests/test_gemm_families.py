@@ -11,7 +11,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, get_family
 from cltune.workloads.gemm_layout import pack_weights
-from tests.conftest import skip_wide_vectors
+from tests.conftest import measure_each, skip_wide_vectors
 
 from .shapes import ALL_SHAPES, shape_id
 
@@ -66,9 +66,11 @@ def test_settings_match_reference(runner, family, index, shape):
     # reading zeros, every weight layout, B path (row vs gathered) and store path (vector vs lanes).
     problem = Problem.from_shapes(**shape)
     settings = family_settings(family)
-    for k in (index % len(settings), (index + len(settings) // 2) % len(settings)):
+    picks = (index % len(settings), (index + len(settings) // 2) % len(settings))
+    for k in picks:
         skip_wide_vectors(runner, settings[k])
-        m = runner.measure(problem, Setting.make(f"s{k}", family, settings[k]), QUICK)
+    made = [Setting.make(f"s{k}", family, settings[k]) for k in picks]
+    for k, m in zip(picks, measure_each(runner, problem, made, QUICK)):
         assert m.status == Status.OK, \
             f"{family} {settings[k]}: {m.status} {m.error} ({m.max_abs_err})"
 
@@ -104,10 +106,10 @@ def test_repacked_weights_and_scratch_are_not_shared_between_tiles(runner):
     # im2col matrix tiled by TN=6 serve TN=4.
     problem = Problem.from_shapes((1, 6, 7, 9), (20, 6, 3, 3), padding=1)
     for family in FAMILIES:
-        for params in (dict(TM=16, TN=6), dict(TM=8, TN=4), dict(TM=8, TN=4, WLAYOUT="transposed"),
-                       dict(TM=8, TN=4, COL_TILED=0) if family == "im2col_gemm" else
-                       dict(TM=8, TN=4, IN_LAYOUT="nhwc")):
-            m = runner.measure(problem, Setting.make("x", family, params), QUICK)
+        variants = (dict(TM=16, TN=6), dict(TM=8, TN=4), dict(TM=8, TN=4, WLAYOUT="transposed"),
+                    dict(TM=8, TN=4, COL_TILED=0) if family == "im2col_gemm" else dict(TM=8, TN=4, IN_LAYOUT="nhwc"))
+        made = [Setting.make("x", family, params) for params in variants]
+        for params, m in zip(variants, measure_each(runner, problem, made, QUICK)):
             assert m.status == Status.OK, f"{family} {params}: {m.error}"
 
 

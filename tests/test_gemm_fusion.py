@@ -10,6 +10,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import builtin_settings, epilogue, get_family
 from cltune.workloads.gemm_layout import col_cols, gemm_cols
+from tests.conftest import measure_each
 
 QUICK = Timing(warmup=0, repeat=1)
 FAMILIES = ("im2col_gemm", "implicit_gemm")
@@ -65,8 +66,8 @@ def test_every_fuse_level_matches_the_reference(runner, family, activation, inde
     # pooled plane is a wrong or NaN output. FUSE < 3 guards the activation in the plain store.
     problem = Problem.from_shapes(**SHAPES[shape], activation=activation, pool=2)
     base = {**LADDER[shape], **family_variant(family, index + (activation == "relu6"))}
-    for fuse in range(4):
-        m = runner.measure(problem, Setting.make("f", family, {**base, "FUSE": fuse}), QUICK)
+    settings = [Setting.make("f", family, {**base, "FUSE": fuse}) for fuse in range(4)]
+    for fuse, m in enumerate(measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"FUSE={fuse} {base}: {m.status} {m.error} ({m.max_abs_err})"
         assert parts(m) == transform(family, base) + ["gemm"] + ["bias", "act", "pool"][fuse:]
 
@@ -74,9 +75,9 @@ def test_every_fuse_level_matches_the_reference(runner, family, activation, inde
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fused_pool_matches_the_reference_through_every_kernel_variant(runner, family):
     problem = Problem.from_shapes(**SHAPES["odd_9x7_batch2"], activation="relu6", pool=2)
-    for i, (name, params) in enumerate(VARIANTS.items()):
-        params = {**params, **family_variant(family, i)}
-        m = runner.measure(problem, Setting.make(name, family, params), QUICK)
+    named = [(name, {**params, **family_variant(family, i)}) for i, (name, params) in enumerate(VARIANTS.items())]
+    settings = [Setting.make(name, family, params) for name, params in named]
+    for (name, params), m in zip(named, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{name} {params}: {m.status} {m.error} ({m.max_abs_err})"
         assert "pool" not in parts(m), name
 

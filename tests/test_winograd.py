@@ -8,7 +8,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.workloads import get_family
 from cltune.workloads.winograd import AT, BT, NAMED, G, amplification, error_growth
-from tests.conftest import float16_broken
+from tests.conftest import float16_broken, measure_each
 
 QUICK = Timing(warmup=0, repeat=1)
 STUDY = Problem.from_shapes((1, 512, 13, 13), (1024, 512, 3, 3), padding=1)
@@ -54,8 +54,9 @@ def test_winograd_variants_match_reference(runner, index):
     problem = Problem.from_shapes(**SHAPES[index])
     # float16 columns where the runtime cannot compile them (conftest.float16_broken): the others still run.
     wide_ok = not float16_broken(runner.info)
-    for params in [p for p in VARIANTS[index % 2::2] if wide_ok or p.get("VW") != 16]:
-        m = runner.measure(problem, Setting.make("v", "winograd", params), QUICK)
+    variants = [p for p in VARIANTS[index % 2::2] if wide_ok or p.get("VW") != 16]
+    settings = [Setting.make("v", "winograd", params) for params in variants]
+    for params, m in zip(variants, measure_each(runner, problem, settings, QUICK)):
         assert m.status == Status.OK, f"{params}: {m.status} {m.error} (max err {m.max_abs_err})"
         # The widened tolerance is a bound; small-C errors must still be near float32 rounding.
         assert m.max_abs_err < 1e-5
