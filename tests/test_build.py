@@ -10,6 +10,7 @@ from cltune.core.records import Status, Timing
 from cltune.core.space import Setting
 from cltune.measure.build import Builder, batch_source, batchable, top_level_names
 from cltune.workloads import builtin_settings
+from tests.conftest import measure_each
 
 QUICK = Timing(warmup=0, repeat=1)
 DENSE = Problem.from_shapes((1, 8, 10, 10), (8, 8, 3, 3), padding=1)
@@ -50,7 +51,7 @@ def test_a_familys_named_settings_build_as_one_batch_and_each_verifies(device, f
     settings = [Setting.make(name, fam, params) for name, (fam, params) in builtin_settings().items()
                 if fam == family]
     assert len(settings) >= 2
-    ms = [runner.measure(problem, s, QUICK, upcoming=settings[i + 1:]) for i, s in enumerate(settings)]
+    ms = measure_each(runner, problem, settings, QUICK)
     ran = [m for m in ms if m.status != Status.INVALID]
     assert len(ran) >= 2 and all(m.status == Status.OK for m in ran), [(m.setting.name, m.error) for m in ran]
     assert runner.builder.fallbacks == 0
