@@ -123,10 +123,10 @@ def test_named_settings_run_pooled_layers(runner):
     # cltune.conv2d(..., pool=2) must work with every named GEMM setting: the 6-pixel CPU tiles
     # carry FUSE=2 (pool separate), the others fuse it.
     problem = Problem.from_shapes(**SHAPES["odd_9x7_batch2"], activation="relu", pool=2)
-    for name, (family, params) in builtin_settings().items():
-        if family not in FAMILIES:
-            continue
-        m = runner.measure(problem, Setting.make(name, family, params), QUICK)
+    named = [Setting.make(name, family, params) for name, (family, params) in builtin_settings().items()
+             if family in FAMILIES]
+    for s, m in zip(named, measure_each(runner, problem, named, QUICK)):
+        name, family, params = s.name, s.family, s.values
         assert m.status == Status.OK, f"{name}: {m.error}"
         can_pool = get_family(family).resolve(bind_params(params, values(runner.info)))["TN"] % 4 == 0
         assert ("pool" in parts(m)) != can_pool, name
